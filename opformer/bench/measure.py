@@ -1,0 +1,213 @@
+"""Primitive measurements: wall time of forward+backward, FLOPs, peak memory, and the machine's matmul rate."""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import time
+from typing import Callable, Optional
+
+import torch
+
+__all__ = [
+    "sync",
+    "time_fn",
+    "interleaved_times",
+    "fwd_bwd_step",
+    "count_flops",
+    "matmul_rate",
+    "machine_info",
+    "loadavg",
+    "peak_rss_bytes",
+    "reset_peak_rss",
+]
+
+
+def sync(device: torch.device | str) -> None:
+    """Wait for queued kernels (CUDA); a no-op on CPU."""
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
+
+
+def time_fn(fn: Callable[[], object], *, repeats: int = 5, warmup: int = 1, device="cpu") -> list[float]:
+    """Seconds of ``repeats`` calls of ``fn`` after ``warmup`` untimed calls."""
+    for _ in range(warmup):
+        fn()
+    sync(device)
+    out = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        sync(device)
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def interleaved_times(fns: dict[str, Callable[[], object]], *, repeats: int = 5, warmup: int = 1, device="cpu"):
+    """Time several functions round-robin (A, B, A, B, ...) so that a change of machine load hits all of them alike.
+
+    Returns ``{name: [seconds, ...]}``.
+    """
+    for _ in range(warmup):
+        for fn in fns.values():
+            fn()
+    sync(device)
+    out: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            sync(device)
+            out[name].append(time.perf_counter() - t0)
+    return out
+
+
+def fwd_bwd_step(module: torch.nn.Module, *inputs) -> Callable[[], None]:
+    """A closure doing forward, loss = mean(y^2), backward; parameter grads are dropped first (set to None)."""
+    params = [p for p in module.parameters() if p.requires_grad]
+
+    def step():
+        for p in params:
+            p.grad = None
+        y = module(*inputs)
+        if isinstance(y, (tuple, list)):
+            y = y[0]
+        y.float().pow(2).mean().backward()
+
+    return step
+
+
+def count_flops(fn: Callable[[], object]) -> int:
+    """Total FLOPs of one call of ``fn`` (forward and backward if it does both), by ``torch.utils.flop_counter``.
+
+    The counter sees matrix products and convolutions (2 FLOPs per multiply-add), which are what dominate attention;
+    elementwise work (layer norm, softmax, activations) is not counted.
+    """
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as counter:
+        fn()
+    return int(counter.get_total_flops())
+
+
+def matmul_rate(
+    device="cpu", dtype=torch.float32, size: Optional[int] = None, repeats: int = 5, skinny: bool = False
+) -> float:
+    """Measured matrix-multiply rate in FLOP/s: median over ``repeats`` of a square ``size``^3 product.
+
+    ``skinny=True`` instead times the shape of the Galerkin product K^T V: (128 x 65536) @ (65536 x 128).
+    """
+    device = torch.device(device)
+    if size is None:
+        size = 4096 if device.type == "cuda" else 1024
+    if skinny:
+        a = torch.randn(128, 65536, device=device, dtype=dtype)
+        b = torch.randn(65536, 128, device=device, dtype=dtype)
+        flops = 2 * 128 * 65536 * 128
+    else:
+        a = torch.randn(size, size, device=device, dtype=dtype)
+        b = torch.randn(size, size, device=device, dtype=dtype)
+        flops = 2 * size**3
+    times = time_fn(lambda: torch.matmul(a, b), repeats=repeats, warmup=2, device=device)
+    return flops / statistics.median(times)
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _total_ram() -> Optional[int]:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def available_ram() -> Optional[int]:
+    """MemAvailable from /proc/meminfo in bytes (None where unknown)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return _total_ram()
+
+
+def loadavg() -> Optional[list[float]]:
+    """The 1, 5 and 15 minute load averages (None where the OS has none)."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
+def machine_info(device="cpu") -> dict:
+    """What the figures were measured on: CPU model, cores, threads used, RAM, GPU, torch version, load."""
+    device = torch.device(device)
+    info = {
+        "cpu": _cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "ram_bytes": _total_ram(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "device": device.type,
+        "loadavg": loadavg(),
+    }
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        info.update(gpu=props.name, gpu_memory_bytes=props.total_memory, cuda=torch.version.cuda)
+    return info
+
+
+def _status_kb(key: str) -> Optional[int]:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def reset_peak_rss() -> bool:
+    """Reset the kernel's peak-RSS mark (VmHWM) of this process by writing 5 to /proc/self/clear_refs (Linux).
+
+    Returns whether it worked; where it does not, run each case in a fresh process instead.
+    """
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def peak_rss_bytes() -> Optional[int]:
+    """Peak resident set size of this process in bytes (VmHWM; falls back to getrusage's ru_maxrss)."""
+    kb = _status_kb("VmHWM")
+    if kb is None:
+        try:
+            import resource
+
+            kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        except ImportError:
+            return None
+    return kb * 1024
+
+
+def current_rss_bytes() -> Optional[int]:
+    kb = _status_kb("VmRSS")
+    return None if kb is None else kb * 1024

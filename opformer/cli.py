@@ -1,0 +1,38 @@
+"""The ``opformer`` command: parses and dispatches only; each sub-command lives with its package."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import __version__
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="opformer",
+        description="Attention-based operator learning for PDEs (Fourier/Galerkin Transformers, FNO).",
+    )
+    parser.add_argument("--version", action="version", version=f"opformer {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    from .train import cli as train_cli
+    from .data import cli as data_cli
+    from .bench import cli as bench_cli
+
+    train_cli.register(sub)
+    data_cli.register(sub)
+    bench_cli.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra and not getattr(args, "accepts_extra", False):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    args.extra = extra
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

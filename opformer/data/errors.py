@@ -1,0 +1,15 @@
+"""The one exception type of the data layer."""
+
+from __future__ import annotations
+
+__all__ = ["DataError"]
+
+
+class DataError(ValueError):
+    """Bad data or a bad data request.
+
+    Raised for a missing file, a missing key, arrays of inconsistent shapes, a resolution that is not a
+    stride of the stored one, NaN in the data, an unwritable output path, or a recipe that does not match
+    the file it should describe. The message always names the file and, where it applies, the key and the
+    expected versus the found shape.
+    """

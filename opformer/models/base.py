@@ -1,0 +1,198 @@
+"""The common interface of every operator learner: configs, argument checks and ``model(input, coords)``."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from collections.abc import Mapping
+from typing import Any, ClassVar, Optional
+
+from torch import Tensor, nn
+
+from ..nn.attention import KERNELS
+from ..nn.encoder import ACTIVATIONS, NORM_SCHEMES
+
+__all__ = ["OperatorModel", "EncoderConfig", "make_config", "closest"]
+
+
+def closest(word: str, options) -> Optional[str]:
+    """The option nearest to ``word`` (difflib), or None when nothing is close."""
+    match = difflib.get_close_matches(str(word), [str(o) for o in options], n=1, cutoff=0.0)
+    return match[0] if match else None
+
+
+def make_config(config_class: type, kwargs: Mapping[str, Any], what: str):
+    """Build a frozen config from keyword arguments; an unknown key raises naming the key and the nearest valid one."""
+    valid = [f.name for f in dataclasses.fields(config_class)]
+    for key in kwargs:
+        if key not in valid:
+            raise ValueError(
+                f"unknown key {key!r} for {what}; did you mean {closest(key, valid)!r}? valid keys: {', '.join(valid)}"
+            )
+    return config_class(**kwargs)
+
+
+def _positive_int(name: str, value: Any) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+
+
+def _rate(name: str, value: Any) -> None:
+    if not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+        raise ValueError(f"{name} must be a probability in [0, 1), got {value!r}")
+
+
+def _choice(name: str, value: Any, options) -> None:
+    if value not in options:
+        raise ValueError(f"{name} must be one of {sorted(options)}, got {value!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class EncoderConfig:
+    """Fields shared by the attention-based models; they configure :class:`opformer.nn.Encoder`.
+
+    ``kind``: galerkin | fourier | softmax | linear.  ``norm_scheme``: "galerkin" (Ln inside the attention, eq. 4) or
+    "regular" (post-LN, eq. 7).  ``scale``: None, "sqrt" (1/sqrt(d_head + pos_dim)) or a number, multiplying the
+    attention product.  ``dim_feedforward`` None means 2 * d_model.  ``dropout`` is the residual-branch dropout,
+    ``ffn_dropout`` the one inside the FFN (None: same as ``dropout``), ``attn_dropout`` the one on the attention
+    matrix; ``reference_attn_dropout`` reproduces the reference's always-on p=0.5 attention dropout (ablation only).
+    """
+
+    kind: str = "galerkin"
+    norm_scheme: str = "galerkin"
+    d_model: int = 96
+    num_layers: int = 4
+    n_heads: int = 1
+    dim_feedforward: Optional[int] = None
+    activation: str = "relu"
+    dropout: float = 0.0
+    ffn_dropout: Optional[float] = None
+    attn_dropout: float = 0.0
+    reference_attn_dropout: bool = False
+    norm_eps: float = 1e-5
+    init: str = "eta_delta"
+    eta: float = 1e-2
+    delta: float = 1e-2
+    scale: Any = None
+    chunk_size: Optional[int] = None
+
+    def _check_encoder(self) -> None:
+        _choice("kind", self.kind, KERNELS)
+        _choice("norm_scheme", self.norm_scheme, NORM_SCHEMES)
+        _choice("activation", self.activation, ACTIVATIONS)
+        _choice("init", self.init, ("eta_delta", "xavier"))
+        for name in ("d_model", "num_layers", "n_heads"):
+            _positive_int(name, getattr(self, name))
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}")
+        if self.dim_feedforward is not None:
+            _positive_int("dim_feedforward", self.dim_feedforward)
+        if self.chunk_size is not None:
+            _positive_int("chunk_size", self.chunk_size)
+        _rate("dropout", self.dropout)
+        _rate("attn_dropout", self.attn_dropout)
+        if self.ffn_dropout is not None:
+            _rate("ffn_dropout", self.ffn_dropout)
+        if not (self.scale is None or self.scale == "sqrt" or isinstance(self.scale, (int, float))):
+            raise ValueError(f"scale must be None, 'sqrt' or a number, got {self.scale!r}")
+        if not (isinstance(self.norm_eps, (int, float)) and self.norm_eps > 0):
+            raise ValueError(f"norm_eps must be a positive number, got {self.norm_eps!r}")
+
+    def encoder_kwargs(self, pos_dim: int) -> dict:
+        """Keyword arguments for :class:`opformer.nn.Encoder`."""
+        return dict(
+            num_layers=self.num_layers,
+            d_model=self.d_model,
+            n_heads=self.n_heads,
+            kind=self.kind,
+            dim_feedforward=self.dim_feedforward,
+            pos_dim=pos_dim,
+            norm_scheme=self.norm_scheme,
+            dropout=self.dropout,
+            attn_dropout=self.attn_dropout,
+            ffn_dropout=self.ffn_dropout,
+            activation=self.activation,
+            norm_eps=self.norm_eps,
+            init=self.init,
+            eta=self.eta,
+            delta=self.delta,
+            scale=self.scale,
+            chunk_size=self.chunk_size,
+            reference_attn_dropout=self.reference_attn_dropout,
+        )
+
+
+class OperatorModel(nn.Module):
+    """Base class: ``model(input, coords)`` or ``model({"input": ..., "coords": ...})``.
+
+    Subclasses set ``name`` (the :func:`~opformer.models.build_model` name), ``config_class``, ``spatial_dim``
+    (1 or 2) and ``square_only``, and implement ``_forward(input, coords)`` and ``_check_grid(grid_shape)``.
+    Inputs are channels-last grids: 1D ``input`` (batch, n, in_channels) with ``coords`` (batch, n, 1); 2D ``input``
+    (batch, H, W, in_channels) with ``coords`` (batch, H, W, 2).  ``coords`` may have batch size 1 (shared grid).
+    """
+
+    name: ClassVar[str]
+    config_class: ClassVar[type]
+    spatial_dim: ClassVar[int]
+    square_only: ClassVar[bool] = False
+
+    def __init__(self, config=None, **kwargs):
+        super().__init__()
+        if config is not None and kwargs:
+            raise ValueError(f"{type(self).__name__}: pass either a config or keyword arguments, not both")
+        if config is None:
+            config = make_config(self.config_class, kwargs, f"model {self.name!r}")
+        elif not isinstance(config, self.config_class):
+            raise TypeError(f"{type(self).__name__} needs a {self.config_class.__name__}, got {type(config).__name__}")
+        self.config = config
+
+    def to_config(self) -> dict:
+        """The ``build_model`` dict that rebuilds this architecture: ``{"name": ..., **fields}``."""
+        return {"name": self.name, **dataclasses.asdict(self.config)}
+
+    def extra_repr(self) -> str:
+        return f"name={self.name!r}"
+
+    def _grid_text(self) -> str:
+        return "n" if self.spatial_dim == 1 else "H, W"
+
+    def _check_inputs(self, x: Any, coords: Any) -> None:
+        who, d, c = type(self).__name__, self.spatial_dim, self.config.in_channels
+        grid = self._grid_text()
+        if not isinstance(x, Tensor):
+            raise TypeError(f"{who}: input must be a tensor of shape (batch, {grid}, {c}), got {type(x).__name__}")
+        if x.dim() != d + 2:
+            raise ValueError(
+                f"{who} expects input of shape (batch, {grid}, channels={c}) ({d + 2} dims), got {tuple(x.shape)}"
+            )
+        if x.shape[-1] != c:
+            raise ValueError(f"{who} expects {c} input channel(s) in the last axis, got shape {tuple(x.shape)}")
+        if self.square_only and x.shape[1] != x.shape[2]:
+            raise ValueError(f"{who} needs a square grid (H == W), got input of shape {tuple(x.shape)}")
+        if not isinstance(coords, Tensor):
+            raise TypeError(
+                f"{who}: coords must be a tensor of shape (batch, {grid}, {d}), got {type(coords).__name__}"
+            )
+        expected = (x.shape[0], *x.shape[1:-1], d)
+        if coords.dim() != d + 2 or coords.shape[1:] != expected[1:] or coords.shape[0] not in (1, x.shape[0]):
+            raise ValueError(f"{who} expects coords of shape {expected} for this input, got {tuple(coords.shape)}")
+        self._check_grid(tuple(x.shape[1:-1]))
+
+    def _check_grid(self, grid: tuple[int, ...]) -> None:  # pragma: no cover - overridden
+        pass
+
+    def forward(self, input: Any, coords: Optional[Tensor] = None) -> Tensor:
+        """``input`` (batch, *grid, in_channels) and ``coords`` (batch, *grid, dim), or a batch dict -> prediction."""
+        if isinstance(input, Mapping):
+            if coords is not None:
+                raise ValueError("pass either a batch dict or (input, coords), not both")
+            missing = [k for k in ("input", "coords") if k not in input]
+            if missing:
+                raise ValueError(f"the batch dict needs keys 'input' and 'coords'; missing {missing}")
+            input, coords = input["input"], input["coords"]
+        self._check_inputs(input, coords)
+        coords = coords.to(input.dtype).expand(*input.shape[:-1], self.spatial_dim)
+        return self._forward(input, coords)
+
+    def _forward(self, x: Tensor, coords: Tensor) -> Tensor:  # pragma: no cover - overridden
+        raise NotImplementedError

@@ -1,0 +1,125 @@
+"""Fourier Neural Operator baselines (Li et al. 2021) as compared in Cao 2021, without batch norm.
+
+FNO1d (ex1): lift ``Linear(in + 1 -> 64)`` on (a, x); 4 layers ``K(v) + W v`` (spectral conv, 16 modes, plus 1x1
+conv), ReLU between layers (none after the last); head ``Linear(64, 128) -> ReLU -> Linear(128, out)``.
+549,569 parameters.  FNO2d (ex2/ex3): the same on (a, x, y) with width 32 and 12 x 12 modes: 2,368,001 parameters.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+import torch
+from torch import Tensor, nn
+
+from ..nn.cinn import resize2d
+from ..nn.encoder import ACTIVATIONS
+from ..nn.spectral import SpectralConv1d, SpectralConv2d
+from .base import OperatorModel, _choice, _positive_int
+
+__all__ = ["FNO1dConfig", "FNO1d", "FNO2dConfig", "FNO2d"]
+
+
+@dataclasses.dataclass(frozen=True)
+class FNO1dConfig:
+    """FNO1d; the defaults are the paper's baseline (549,569 parameters)."""
+
+    in_channels: int = 1
+    out_channels: int = 1
+    width: int = 64
+    modes: int = 16
+    num_layers: int = 4
+    head_width: int = 128
+    activation: str = "relu"
+
+    def __post_init__(self):
+        for name in ("in_channels", "out_channels", "width", "modes", "num_layers", "head_width"):
+            _positive_int(name, getattr(self, name))
+        _choice("activation", self.activation, ACTIVATIONS)
+
+
+@dataclasses.dataclass(frozen=True)
+class FNO2dConfig(FNO1dConfig):
+    """FNO2d; the defaults are the paper's baseline (2,368,001 parameters).
+
+    ``out_size``: None (output on the input grid) or the side of a square output grid; then the input and its
+    coordinates are first resampled bilinearly to that grid and the FNO runs there (the paper's "FNO2d (only n_c)"
+    for the inverse problem).
+    """
+
+    width: int = 32
+    modes: int = 12
+    out_size: Optional[int] = None
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.out_size is not None and (not isinstance(self.out_size, int) or self.out_size < 2):
+            raise ValueError(f"out_size must be None or an int >= 2, got {self.out_size!r}")
+
+
+class _FNO(OperatorModel):
+    conv_class: type
+
+    def __init__(self, config=None, **kwargs):
+        super().__init__(config, **kwargs)
+        cfg = self.config
+        self.lift = nn.Linear(cfg.in_channels + self.spatial_dim, cfg.width)
+        self.layers = nn.ModuleList(
+            [self.conv_class(cfg.width, cfg.width, cfg.modes) for _ in range(cfg.num_layers)]
+        )
+        self.act = ACTIVATIONS[cfg.activation]()
+        self.head = nn.Sequential(
+            nn.Linear(cfg.width, cfg.head_width), ACTIVATIONS[cfg.activation](), nn.Linear(cfg.head_width, cfg.out_channels)
+        )
+
+    def _run(self, x: Tensor, coords: Tensor) -> Tensor:
+        v = self.lift(torch.cat((x, coords), dim=-1))
+        for i, layer in enumerate(self.layers):
+            v = layer(v)
+            if i < len(self.layers) - 1:
+                v = self.act(v)
+        return self.head(v)
+
+
+class FNO1d(_FNO):
+    """FNO on a 1D grid: ``input`` (batch, n, in_channels), ``coords`` (batch, n, 1) -> (batch, n, out_channels)."""
+
+    name = "fno1d"
+    config_class = FNO1dConfig
+    spatial_dim = 1
+    conv_class = SpectralConv1d
+
+    def _check_grid(self, grid: tuple[int, ...]) -> None:
+        n, m = grid[0], self.config.modes
+        if n // 2 + 1 < m:
+            raise ValueError(f"FNO1d keeps {m} Fourier modes, which needs a grid of at least {2 * (m - 1)} points; got n={n}")
+
+    def _forward(self, x: Tensor, coords: Tensor) -> Tensor:
+        return self._run(x, coords)
+
+
+class FNO2d(_FNO):
+    """FNO on a 2D grid: ``input`` (batch, H, W, in_channels), ``coords`` (batch, H, W, 2) -> (batch, H, W, out),
+    or (batch, out_size, out_size, out) when ``out_size`` is set.  Rectangular grids are fine without ``out_size``.
+    """
+
+    name = "fno2d"
+    config_class = FNO2dConfig
+    spatial_dim = 2
+    conv_class = SpectralConv2d
+
+    def _check_grid(self, grid: tuple[int, ...]) -> None:
+        h, w = (self.config.out_size,) * 2 if self.config.out_size is not None else grid
+        m = self.config.modes
+        if h < 2 * m or w // 2 + 1 < m:
+            raise ValueError(
+                f"FNO2d keeps {m} x {m} Fourier modes in two blocks, which needs a grid of at least "
+                f"{2 * m} x {2 * (m - 1)} points; got {h} x {w}"
+                + (" (out_size)" if self.config.out_size is not None else "")
+            )
+
+    def _forward(self, x: Tensor, coords: Tensor) -> Tensor:
+        if self.config.out_size is not None:
+            x, coords = resize2d(x, self.config.out_size), resize2d(coords, self.config.out_size)
+        return self._run(x, coords)

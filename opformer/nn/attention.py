@@ -1,0 +1,330 @@
+"""Attention kernels and the multi-head ``SimpleAttention`` layer (Cao 2021, section 4, eqs. (5)-(6), (17)).
+
+Every kernel is a small pure function with one signature::
+
+    kernel(q, k, v, *, weights=None, dropout_p=0.0, scale=None) -> z
+
+with ``q``, ``k``, ``v`` of shape ``(batch, heads, n, d)`` and ``weights`` the quadrature weights of the points,
+shape ``(batch, n)``, summing to 1 for a probability-like measure (``None`` means the uniform weight ``1/n`` of a
+uniform grid, the paper's ``h``).  A new kind of attention is one function plus one entry in :data:`KERNELS`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
+
+__all__ = [
+    "galerkin_attention",
+    "fourier_attention",
+    "softmax_attention",
+    "linear_attention",
+    "KERNELS",
+    "NORMALIZED",
+    "register_kernel",
+    "SimpleAttention",
+]
+
+Kernel = Callable[..., Tensor]
+
+
+def _fp32_if_low(t: Tensor) -> Tensor:
+    """Upcast half/bfloat16 to float32 so that sums over the n points accumulate in float32."""
+    return t.float() if t.dtype in (torch.bfloat16, torch.float16) else t
+
+
+def _check_weights(weights: Tensor, k: Tensor) -> Tensor:
+    """Weights (batch, n) broadcast to k's leading batch; returns (batch, 1, n, 1)."""
+    return weights.to(k.dtype if k.dtype not in (torch.bfloat16, torch.float16) else torch.float32)[:, None, :, None]
+
+
+def galerkin_attention(
+    q: Tensor, k: Tensor, v: Tensor, *, weights: Optional[Tensor] = None, dropout_p: float = 0.0, scale=None
+) -> Tensor:
+    """Galerkin-type attention z = Q (K^T V) / n (eq. 6): a Petrov-Galerkin projection, cost O(n d^2).
+
+    With quadrature weights w, K^T V / n becomes K^T diag(w) V.  The d x d product is accumulated in float32 when
+    the inputs are bfloat16/float16.  ``dropout_p`` acts on the d x d matrix K^T V / n.
+    """
+    n = k.shape[-2]
+    kf, vf = _fp32_if_low(k), _fp32_if_low(v)
+    if weights is None:
+        kv = torch.matmul(kf.transpose(-2, -1), vf) / n
+    else:
+        kv = torch.matmul((kf * _check_weights(weights, k)).transpose(-2, -1), vf)
+    if scale is not None:
+        kv = kv * scale
+    if dropout_p > 0.0:
+        kv = F.dropout(kv, p=dropout_p, training=True)
+    return torch.matmul(q, kv.to(q.dtype))
+
+
+def fourier_attention(
+    q: Tensor, k: Tensor, v: Tensor, *, weights: Optional[Tensor] = None, dropout_p: float = 0.0, scale=None
+) -> Tensor:
+    """Fourier-type attention z = (Q K^T) V / n (eq. 5): a Nystrom quadrature of a learned kernel, cost O(n^2 d).
+
+    The n x n score matrix is formed explicitly (that is what makes this kind quadratic); ``dropout_p`` acts on it.
+    Use ``SimpleAttention(chunk_size=...)`` to bound its memory by O(n * chunk).
+    """
+    n = k.shape[-2]
+    s = torch.matmul(q, k.transpose(-2, -1))
+    if scale is not None:
+        s = s * scale
+    if weights is None:
+        s = s / n
+    else:
+        s = s * weights.to(s.dtype)[:, None, None, :]
+    if dropout_p > 0.0:
+        s = F.dropout(s, p=dropout_p, training=True)
+    return torch.matmul(s, v)
+
+
+def softmax_attention(
+    q: Tensor, k: Tensor, v: Tensor, *, weights: Optional[Tensor] = None, dropout_p: float = 0.0, scale=None
+) -> Tensor:
+    """Scaled dot-product attention softmax(Q K^T / sqrt(d)) V, the ST baseline (PyTorch's fused kernel).
+
+    Quadrature weights enter as a log-weight bias, softmax(s + log w) = w e^s / sum(w e^s), which reduces to the
+    plain softmax for uniform weights.
+    """
+    mask = None
+    if weights is not None:
+        mask = torch.log(weights.clamp_min(torch.finfo(weights.dtype).tiny)).to(q.dtype)[:, None, None, :]
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=scale)
+
+
+def linear_attention(
+    q: Tensor, k: Tensor, v: Tensor, *, weights: Optional[Tensor] = None, dropout_p: float = 0.0, scale=None
+) -> Tensor:
+    """Efficient attention of Shen et al. (LT baseline): softmax_features(Q) (softmax_positions(K)^T V).
+
+    The softmax over positions already normalizes the sum over the points, so unlike the reference code there is no
+    extra 1/n (which would make the output shrink with resolution).  Weights enter the position softmax as log w.
+    """
+    qs = torch.softmax(_fp32_if_low(q), dim=-1)
+    kf = _fp32_if_low(k)
+    if scale is not None:
+        kf = kf * scale
+    if weights is not None:
+        kf = kf + torch.log(weights.clamp_min(torch.finfo(weights.dtype).tiny)).to(kf.dtype)[:, None, :, None]
+    ks = torch.softmax(kf, dim=-2)
+    kv = torch.matmul(ks.transpose(-2, -1), _fp32_if_low(v))
+    if dropout_p > 0.0:
+        kv = F.dropout(kv, p=dropout_p, training=True)
+    return torch.matmul(qs, kv).to(q.dtype)
+
+
+#: kind -> kernel function
+KERNELS: dict[str, Kernel] = {
+    "galerkin": galerkin_attention,
+    "fourier": fourier_attention,
+    "softmax": softmax_attention,
+    "linear": linear_attention,
+}
+#: kind -> which of Q, K, V get the per-head layer norm in the "galerkin" norm scheme
+NORMALIZED: dict[str, tuple[str, ...]] = {
+    "galerkin": ("k", "v"),
+    "fourier": ("q", "k"),
+    "softmax": ("q", "k"),
+    "linear": ("k", "v"),
+}
+#: kinds whose score matrix is n x n (chunking applies)
+QUADRATIC = {"fourier", "softmax"}
+
+
+def register_kernel(kind: str, kernel: Kernel, normalized: tuple[str, ...] = (), quadratic: bool = False) -> None:
+    """Register a new attention kind: one function with the kernel signature, and which of q/k/v to layer-norm."""
+    if not set(normalized) <= {"q", "k", "v"}:
+        raise ValueError(f"normalized must be a subset of ('q', 'k', 'v'), got {normalized!r}")
+    KERNELS[kind] = kernel
+    NORMALIZED[kind] = tuple(normalized)
+    if quadratic:
+        QUADRATIC.add(kind)
+
+
+def _chunked(kernel: Kernel, chunk: int, q: Tensor, k: Tensor, v: Tensor, weights, dropout_p, scale) -> Tensor:
+    """Run a quadratic kernel over query chunks; each chunk is recomputed in backward, so memory is O(n * chunk)."""
+    outs = []
+    for start in range(0, q.shape[-2], chunk):
+        qc = q[..., start : start + chunk, :]
+        if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+            outs.append(
+                checkpoint(
+                    lambda a, b, c: kernel(a, b, c, weights=weights, dropout_p=dropout_p, scale=scale),
+                    qc,
+                    k,
+                    v,
+                    use_reentrant=False,
+                )
+            )
+        else:
+            outs.append(kernel(qc, k, v, weights=weights, dropout_p=dropout_p, scale=scale))
+    return torch.cat(outs, dim=-2)
+
+
+class _HeadNorm(nn.Module):
+    """Per-head layer norm over each head's d_k features (one affine pair per head), applied row-wise."""
+
+    def __init__(self, n_heads: int, d_head: int, eps: float):
+        super().__init__()
+        self.d_head, self.eps = d_head, eps
+        self.weight = nn.Parameter(torch.ones(n_heads, 1, d_head))
+        self.bias = nn.Parameter(torch.zeros(n_heads, 1, d_head))
+
+    def forward(self, x: Tensor) -> Tensor:  # x (batch, heads, n, d_head)
+        y = F.layer_norm(x, (self.d_head,), eps=self.eps)
+        return torch.addcmul(self.bias.to(y.dtype), y, self.weight.to(y.dtype))
+
+
+class SimpleAttention(nn.Module):
+    """Multi-head attention of kind ``galerkin``, ``fourier``, ``softmax`` or ``linear`` with coordinate enrichment.
+
+    Args:
+        d_model: width of the input and output.
+        n_heads: number of heads; ``d_model`` must be divisible by it.
+        kind: one of :data:`KERNELS`.
+        pos_dim: width of the coordinates concatenated to every head's Q, K, V ("recurrent enrichment of positional
+            encoding"); the heads (d_model + n_heads * pos_dim wide) are mapped back to d_model by the output
+            projection.
+        norm: per-head layer norm inside the attention (paper's eq. 4 scheme: on K,V for galerkin/linear, on Q,K
+            for fourier/softmax).  ``False`` for the "regular" post-LN scheme (eq. 7).
+        init: ``"eta_delta"`` for W = eta*U + delta*I (eq. 17, U Xavier-uniform with unit gain) or ``"xavier"``.
+        eta, delta: the initialization constants (paper defaults 0.01, 0.01).
+        dropout: attention dropout on the attention matrix (n x n for quadratic kinds, d x d for galerkin/linear);
+            only active in ``train()`` mode.
+        reference_attn_dropout: ablation switch reproducing the reference code's bug: dropout p=0.5 on the
+            attention matrix, always on, in eval too.  Never the default.
+        scale: multiply the score/product matrix by this factor; ``"sqrt"`` uses 1/sqrt(d_head + pos_dim) (the
+            reference code's choice for fourier, and always implied for softmax).  ``None``: paper eqs. (5)-(6).
+        chunk_size: evaluate fourier/softmax over query chunks of this size (memory O(n * chunk)).
+        out_proj: whether to have an output projection; ``None`` = only when pos_dim > 0 (the paper's budget).
+        norm_eps: layer-norm epsilon.
+        check_finite: raise if the input holds NaN/Inf (a debug check; off by default, it costs a sync).
+
+    Shapes: ``x`` (batch, n, d_model), ``pos`` (batch, n, pos_dim), ``weights`` (batch, n) -> (batch, n, d_model).
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int = 1,
+        kind: str = "galerkin",
+        pos_dim: int = 0,
+        *,
+        norm: bool = True,
+        init: str = "eta_delta",
+        eta: float = 1e-2,
+        delta: float = 1e-2,
+        dropout: float = 0.0,
+        reference_attn_dropout: bool = False,
+        scale=None,
+        chunk_size: Optional[int] = None,
+        out_proj: Optional[bool] = None,
+        norm_eps: float = 1e-5,
+        check_finite: bool = False,
+    ):
+        super().__init__()
+        if kind not in KERNELS:
+            raise ValueError(f"unknown attention kind {kind!r}; known kinds: {sorted(KERNELS)}")
+        if not isinstance(d_model, int) or d_model <= 0:
+            raise ValueError(f"d_model must be a positive int, got {d_model!r}")
+        if not isinstance(n_heads, int) or n_heads <= 0 or d_model % n_heads != 0:
+            raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads} (a positive int)")
+        if pos_dim < 0:
+            raise ValueError(f"pos_dim must be >= 0, got {pos_dim}")
+        if init not in ("eta_delta", "xavier"):
+            raise ValueError(f"init must be 'eta_delta' or 'xavier', got {init!r}")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        if chunk_size is not None and chunk_size <= 0:
+            raise ValueError(f"chunk_size must be a positive int or None, got {chunk_size}")
+        self.d_model, self.n_heads, self.kind, self.pos_dim = d_model, n_heads, kind, pos_dim
+        self.d_head = d_model // n_heads
+        self.kernel = KERNELS[kind]
+        self.dropout, self.reference_attn_dropout = dropout, reference_attn_dropout
+        self.chunk_size = chunk_size
+        self.check_finite = check_finite
+        d_cat = self.d_head + pos_dim
+        if scale == "sqrt":
+            scale = 1.0 / math.sqrt(d_cat)
+        elif scale is not None and not isinstance(scale, (int, float)):
+            raise ValueError(f"scale must be None, 'sqrt' or a number, got {scale!r}")
+        self.scale = None if scale is None else float(scale)
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        normed = NORMALIZED[kind] if norm else ()
+        self.norms = nn.ModuleDict({name: _HeadNorm(n_heads, self.d_head, norm_eps) for name in normed})
+        if out_proj is None:
+            out_proj = pos_dim > 0
+        if not out_proj and pos_dim > 0:
+            raise ValueError("out_proj=False needs pos_dim=0: with coordinates the heads are wider than d_model")
+        self.out_proj = nn.Linear(d_model + n_heads * pos_dim, d_model) if out_proj else None
+        self.init, self.eta, self.delta = init, eta, delta
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """W^Q, W^K, W^V = eta * U + delta * I (eq. 17) or plain Xavier; zero Q/K/V biases."""
+        d = self.d_model
+        with torch.no_grad():
+            for i in range(3):
+                w = self.qkv.weight[i * d : (i + 1) * d]
+                if self.init == "eta_delta":
+                    nn.init.xavier_uniform_(w, gain=self.eta)
+                    w.add_(self.delta * torch.eye(d, dtype=w.dtype, device=w.device))
+                else:
+                    nn.init.xavier_uniform_(w)
+            self.qkv.bias.zero_()
+
+    def extra_repr(self) -> str:
+        return f"kind={self.kind!r}, d_model={self.d_model}, n_heads={self.n_heads}, pos_dim={self.pos_dim}"
+
+    def _check(self, x: Tensor, pos: Optional[Tensor], weights: Optional[Tensor]) -> None:
+        if x.dim() != 3 or x.shape[-1] != self.d_model:
+            raise ValueError(f"x must have shape (batch, n, d_model={self.d_model}), got {tuple(x.shape)}")
+        b, n, _ = x.shape
+        if self.pos_dim > 0:
+            if pos is None:
+                raise ValueError(f"pos of shape (batch, n, pos_dim={self.pos_dim}) is required, got None")
+            if pos.dim() != 3 or pos.shape[0] not in (1, b) or pos.shape[1] != n or pos.shape[2] != self.pos_dim:
+                raise ValueError(
+                    f"pos must have shape (batch={b}, n={n}, pos_dim={self.pos_dim}), got {tuple(pos.shape)}"
+                )
+        elif pos is not None and pos.shape[-1] != 0:
+            raise ValueError(f"this layer has pos_dim=0 but got pos of shape {tuple(pos.shape)}; set pos_dim")
+        if weights is not None and (weights.dim() != 2 or weights.shape[0] not in (1, b) or weights.shape[1] != n):
+            raise ValueError(f"weights must have shape (batch={b}, n={n}), got {tuple(weights.shape)}")
+        if self.check_finite:
+            for name, t in (("x", x), ("pos", pos), ("weights", weights)):
+                if t is not None and not torch.isfinite(t).all():
+                    raise ValueError(f"{name} holds NaN or Inf values")
+
+    def forward(self, x: Tensor, pos: Optional[Tensor] = None, weights: Optional[Tensor] = None) -> Tensor:
+        self._check(x, pos, weights)
+        b, n, _ = x.shape
+        h, dh, p = self.n_heads, self.d_head, self.pos_dim
+        # one fused projection; (batch, n, 3, heads, d_head) -> three (batch, heads, n, d_head) views
+        qkv = self.qkv(x).view(b, n, 3, h, dh).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv[0], qkv[1], qkv[2]
+        if "q" in self.norms:
+            q = self.norms["q"](q)
+        if "k" in self.norms:
+            k = self.norms["k"](k)
+        if "v" in self.norms:
+            v = self.norms["v"](v)
+        if p > 0:
+            pos_h = pos.to(q.dtype)[:, None].expand(b, h, n, p)
+            q, k, v = (torch.cat((pos_h, t), dim=-1) for t in (q, k, v))
+        if weights is not None and weights.shape[0] != b:
+            weights = weights.expand(b, n)
+        p_drop = 0.5 if self.reference_attn_dropout else (self.dropout if self.training else 0.0)
+        if self.chunk_size is not None and self.kind in QUADRATIC and self.chunk_size < n:
+            z = _chunked(self.kernel, self.chunk_size, q, k, v, weights, p_drop, self.scale)
+        else:
+            z = self.kernel(q, k, v, weights=weights, dropout_p=p_drop, scale=self.scale)
+        z = z.transpose(1, 2).reshape(b, n, h * (dh + p))
+        return self.out_proj(z) if self.out_proj is not None else z

@@ -1,0 +1,110 @@
+"""Encoder layer and stack (Cao 2021, eq. (4) "galerkin" norm scheme and eq. (7) "regular" post-LN scheme)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from torch import Tensor, nn
+
+from .attention import SimpleAttention
+
+__all__ = ["FeedForward", "EncoderLayer", "Encoder", "NORM_SCHEMES", "ACTIVATIONS"]
+
+NORM_SCHEMES = ("galerkin", "regular")
+ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU, "silu": nn.SiLU}
+
+
+def activation(name: str) -> nn.Module:
+    """An activation module by name (relu, gelu, silu)."""
+    if name not in ACTIVATIONS:
+        raise ValueError(f"unknown activation {name!r}; known: {sorted(ACTIVATIONS)}")
+    return ACTIVATIONS[name]()
+
+
+class FeedForward(nn.Module):
+    """Pointwise 2-layer FFN g(.) of eq. (4): Linear(d, d_ff) -> act -> dropout -> Linear(d_ff, d)."""
+
+    def __init__(self, d_model: int, dim_feedforward: int, dropout: float = 0.0, activation_name: str = "relu"):
+        super().__init__()
+        self.net = nn.Sequential(
+            nn.Linear(d_model, dim_feedforward),
+            activation(activation_name),
+            nn.Dropout(dropout),
+            nn.Linear(dim_feedforward, d_model),
+        )
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.net(x)
+
+
+class EncoderLayer(nn.Module):
+    """One attention-based encoder layer.
+
+    ``norm_scheme="galerkin"`` (eq. 4): layer norm only inside the attention (on K,V or Q,K), scale propagates:
+        y = x + Drop(Attn(x)),  out = y + Drop(g(y)).
+    ``norm_scheme="regular"`` (eq. 7): post-LN, no Q/K/V norm:
+        y = LN1(x + Drop(Attn(x))),  out = LN2(y + Drop(g(y))).
+
+    Shapes: ``x`` (batch, n, d_model), ``pos`` (batch, n, pos_dim), ``weights`` (batch, n) -> (batch, n, d_model).
+    Extra keyword arguments go to :class:`~opformer.nn.SimpleAttention` (init, eta, delta, scale, chunk_size, ...).
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int = 1,
+        kind: str = "galerkin",
+        dim_feedforward: Optional[int] = None,
+        pos_dim: int = 0,
+        norm_scheme: str = "galerkin",
+        dropout: float = 0.0,
+        attn_dropout: float = 0.0,
+        ffn_dropout: Optional[float] = None,
+        activation: str = "relu",
+        norm_eps: float = 1e-5,
+        **attn_kwargs,
+    ):
+        super().__init__()
+        if norm_scheme not in NORM_SCHEMES:
+            raise ValueError(f"unknown norm_scheme {norm_scheme!r}; known: {list(NORM_SCHEMES)}")
+        dim_feedforward = 2 * d_model if dim_feedforward is None else dim_feedforward
+        self.norm_scheme = norm_scheme
+        self.attn = SimpleAttention(
+            d_model,
+            n_heads,
+            kind,
+            pos_dim,
+            norm=(norm_scheme == "galerkin"),
+            dropout=attn_dropout,
+            norm_eps=norm_eps,
+            **attn_kwargs,
+        )
+        self.ffn = FeedForward(d_model, dim_feedforward, dropout if ffn_dropout is None else ffn_dropout, activation)
+        self.drop1, self.drop2 = nn.Dropout(dropout), nn.Dropout(dropout)
+        if norm_scheme == "regular":
+            self.ln1 = nn.LayerNorm(d_model, eps=norm_eps)
+            self.ln2 = nn.LayerNorm(d_model, eps=norm_eps)
+
+    def forward(self, x: Tensor, pos: Optional[Tensor] = None, weights: Optional[Tensor] = None) -> Tensor:
+        y = x + self.drop1(self.attn(x, pos, weights))
+        if self.norm_scheme == "regular":
+            y = self.ln1(y)
+            return self.ln2(y + self.drop2(self.ffn(y)))
+        return y + self.drop2(self.ffn(y))
+
+
+class Encoder(nn.Module):
+    """A stack of ``num_layers`` independently initialized :class:`EncoderLayer` s sharing ``pos`` and ``weights``."""
+
+    def __init__(self, num_layers: int, d_model: int, n_heads: int = 1, kind: str = "galerkin", **layer_kwargs):
+        super().__init__()
+        if num_layers < 1:
+            raise ValueError(f"num_layers must be >= 1, got {num_layers}")
+        self.layers = nn.ModuleList(
+            [EncoderLayer(d_model, n_heads, kind, **layer_kwargs) for _ in range(num_layers)]
+        )
+
+    def forward(self, x: Tensor, pos: Optional[Tensor] = None, weights: Optional[Tensor] = None) -> Tensor:
+        for layer in self.layers:
+            x = layer(x, pos, weights)
+        return x

@@ -1,0 +1,318 @@
+"""Facts about the attention kernels and SimpleAttention (paper eqs. (5), (6), (17))."""
+
+import math
+
+import pytest
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from opformer.nn import (
+    KERNELS,
+    SimpleAttention,
+    fourier_attention,
+    galerkin_attention,
+    linear_attention,
+    register_kernel,
+    softmax_attention,
+)
+
+KINDS = ["galerkin", "fourier", "softmax", "linear"]
+
+
+def _qkv(b=2, h=3, n=7, d=5, dtype=torch.float64, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(b, h, n, d, generator=g, dtype=dtype) for _ in range(3)]
+
+
+def test_galerkin_kernel_equals_petrov_galerkin_sum():
+    """(z^j)_i = h * sum_l (k^l . v^j) (q^l)_i, eq. (14): column-wise Petrov-Galerkin form, h = 1/n."""
+    q, k, v = _qkv()
+    b, hh, n, d = q.shape
+    z = galerkin_attention(q, k, v)
+    ref = torch.zeros_like(z)
+    for bi in range(b):
+        for hi in range(hh):
+            for i in range(n):
+                for j in range(d):
+                    ref[bi, hi, i, j] = sum(
+                        torch.dot(k[bi, hi, :, l], v[bi, hi, :, j]) * q[bi, hi, i, l] for l in range(d)
+                    ) / n
+    torch.testing.assert_close(z, ref, rtol=1e-12, atol=1e-12)
+
+
+def test_fourier_kernel_equals_nystrom_quadrature():
+    """z_i = h * sum_l (q_i . k_l) v_l, eq. (8): a Nystrom quadrature of the kernel q(x).k(xi)."""
+    q, k, v = _qkv(seed=1)
+    b, hh, n, d = q.shape
+    z = fourier_attention(q, k, v)
+    ref = torch.zeros_like(z)
+    for bi in range(b):
+        for hi in range(hh):
+            for i in range(n):
+                ref[bi, hi, i] = sum(torch.dot(q[bi, hi, i], k[bi, hi, l]) * v[bi, hi, l] for l in range(n)) / n
+    torch.testing.assert_close(z, ref, rtol=1e-12, atol=1e-12)
+
+
+def test_fourier_and_galerkin_are_reassociations_of_each_other():
+    """Without normalization, (Q K^T) V / n == Q (K^T V) / n: matrix multiplication is associative."""
+    q, k, v = _qkv(seed=2)
+    torch.testing.assert_close(fourier_attention(q, k, v), galerkin_attention(q, k, v), rtol=1e-10, atol=1e-12)
+
+
+def test_softmax_and_linear_kernels_match_their_formulas():
+    """ST: softmax_rows(Q K^T / sqrt(d)) V; LT (Shen et al.): softmax_feat(Q) softmax_pos(K)^T V."""
+    q, k, v = _qkv(seed=3)
+    d = q.shape[-1]
+    st = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(d), dim=-1) @ v
+    torch.testing.assert_close(softmax_attention(q, k, v), st, rtol=1e-10, atol=1e-12)
+    lt = torch.softmax(q, dim=-1) @ (torch.softmax(k, dim=-2).transpose(-2, -1) @ v)
+    torch.testing.assert_close(linear_attention(q, k, v), lt, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_uniform_quadrature_weights_equal_default(kind):
+    """weights = 1/n at every point is the default quadrature of a uniform grid."""
+    q, k, v = _qkv(seed=4)
+    b, _, n, _ = q.shape
+    w = torch.full((b, n), 1.0 / n, dtype=q.dtype)
+    torch.testing.assert_close(KERNELS[kind](q, k, v, weights=w), KERNELS[kind](q, k, v), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_duplicated_point_with_half_weight_is_the_same_quadrature(kind):
+    """Splitting a point into two copies of half its weight leaves every weighted sum (hence the output) unchanged."""
+    q, k, v = _qkv(b=1, h=2, n=6, d=4, seed=5)
+    w = torch.rand(1, 6, dtype=q.dtype) + 0.5
+    w = w / w.sum()
+    z = KERNELS[kind](q, k, v, weights=w)
+    idx = torch.tensor([0, 1, 2, 3, 4, 5, 5])
+    w2 = w[:, idx].clone()
+    w2[:, 5] /= 2
+    w2[:, 6] /= 2
+    z2 = KERNELS[kind](q[:, :, idx], k[:, :, idx], v[:, :, idx], weights=w2)
+    torch.testing.assert_close(z2[:, :, :6], z, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_permutation_equivariance(kind):
+    """Permuting points and their coordinates together permutes the output the same way (no order is assumed)."""
+    torch.manual_seed(0)
+    layer = SimpleAttention(16, 4, kind, pos_dim=2, init="xavier").double()
+    x, pos = torch.randn(2, 33, 16, dtype=torch.float64), torch.rand(2, 33, 2, dtype=torch.float64)
+    perm = torch.randperm(33)
+    torch.testing.assert_close(layer(x[:, perm], pos[:, perm]), layer(x, pos)[:, perm], rtol=1e-10, atol=1e-12)
+
+
+def _smooth_fields(x: torch.Tensor, d: int) -> torch.Tensor:
+    """d smooth functions of x in [0, 1], evaluated at x (..., n) -> (..., n, d)."""
+    freqs = torch.arange(1, d + 1, dtype=x.dtype)
+    phases = torch.linspace(0, 2.0, d, dtype=x.dtype)
+    return torch.sin(math.pi * x[..., None] * freqs / 2 + phases) + 0.3 * x[..., None] ** 2
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_resolution_invariance_with_coordinates_and_trapezoid_weights(kind):
+    """Same smooth fields sampled at n and 4n-3 nodes of [0, 1] (trapezoid weights): outputs agree at shared nodes
+    to the O(h^2) quadrature error (second order in h), because each kernel is a quadrature of an integral operator."""
+    torch.manual_seed(0)
+    layer = SimpleAttention(8, 2, kind, pos_dim=1, init="xavier").double().eval()
+
+    def run(n):
+        x = torch.linspace(0, 1, n, dtype=torch.float64)
+        w = torch.full((n,), 1.0 / (n - 1), dtype=torch.float64)
+        w[0] = w[-1] = 0.5 / (n - 1)
+        return layer(_smooth_fields(x, 8)[None], x[None, :, None], w[None])
+
+    ref = run(1025)
+    e_coarse = ((run(65) - ref[:, ::16]).norm() / ref[:, ::16].norm()).item()
+    e_fine = ((run(257) - ref[:, ::4]).norm() / ref[:, ::4].norm()).item()
+    assert e_fine < 5e-5, f"{kind}: n=257 differs from n=1025 by {e_fine:.2e} at shared nodes"
+    # trapezoid rule: the difference shrinks ~16x when h shrinks 4x (second order)
+    assert e_coarse / e_fine > 12, f"{kind}: errors {e_coarse:.2e} -> {e_fine:.2e} are not second order"
+
+
+@pytest.mark.parametrize("kind", ["galerkin", "fourier"])
+def test_resolution_invariance_periodic_uniform_default_weights(kind):
+    """Band-limited periodic fields on x_j = j/n with the default 1/n weights: the rectangle rule is exact for the
+    trigonometric products, so n=32 and n=128 agree at shared points to round-off (1/n is a quadrature weight).
+    (Without the per-point layer norm, which is not band-limited; the trapezoid test above covers it.)"""
+    torch.manual_seed(0)
+    layer = SimpleAttention(8, 2, kind, init="xavier", norm=False).double().eval()
+
+    def run(n):
+        x = torch.arange(n, dtype=torch.float64) / n
+        f = torch.stack([torch.sin(2 * math.pi * m * x + m) for m in range(1, 9)], -1)
+        return layer(f[None])
+
+    coarse, fine = run(32), run(128)
+    assert (fine[:, ::4] - coarse).abs().max() < 1e-10
+
+
+def _flops(layer, x, pos):
+    with FlopCounterMode(display=False) as fc:
+        layer(x, pos).square().mean().backward()
+    return fc.get_total_flops()
+
+
+def test_flops_scale_linearly_for_galerkin_and_quadratically_for_fourier():
+    """Forward+backward FLOPs: Galerkin is O(n d^2) -> x4 when n x4; Fourier is O(n^2 d) -> ~x16 when n x4."""
+    d, h = 32, 2
+    ratios = {}
+    for kind in ("galerkin", "fourier"):
+        layer = SimpleAttention(d, h, kind, pos_dim=1)
+        f = [_flops(layer, torch.randn(1, n, d), torch.rand(1, n, 1)) for n in (1024, 4096)]
+        ratios[kind] = f[1] / f[0]
+    assert ratios["galerkin"] == pytest.approx(4.0, rel=1e-6), ratios
+    assert 15.0 < ratios["fourier"] <= 16.0, ratios
+
+
+def test_eta_delta_initialization_statistics():
+    """W^Q,K,V = eta*U + delta*I (eq. 17) with U Xavier-uniform: off-diagonal entries are U(+-eta*sqrt(3/d)), mean 0,
+    std eta/sqrt(d); the diagonal is shifted by delta; biases are zero."""
+    d, eta, delta = 256, 0.05, 0.2
+    att = SimpleAttention(d, 4, "galerkin", eta=eta, delta=delta)
+    bound = eta * math.sqrt(3.0 / d)
+    for i in range(3):
+        w = att.qkv.weight[i * d : (i + 1) * d].detach()
+        off = w - delta * torch.eye(d)
+        assert off.abs().max() <= bound + 1e-7
+        assert abs(off.mean().item()) < 0.02 * bound
+        assert off.std().item() == pytest.approx(eta / math.sqrt(d), rel=0.02)
+        assert w.diagonal().mean().item() == pytest.approx(delta, abs=3 * bound / math.sqrt(d))
+    assert torch.count_nonzero(att.qkv.bias) == 0
+    x = SimpleAttention(d, 4, "galerkin", init="xavier").qkv.weight[:d].detach()
+    assert x.std().item() == pytest.approx(math.sqrt(1.0 / d), rel=0.02)  # gain 1: var = 2/(d+d)
+    assert abs(x.diagonal().mean().item()) < 0.02
+
+
+def test_layers_of_an_encoder_are_initialized_independently():
+    from opformer.nn import Encoder
+
+    enc = Encoder(3, 16, 2, "galerkin", pos_dim=1)
+    w = [layer.attn.qkv.weight for layer in enc.layers]
+    assert not torch.equal(w[0], w[1]) and not torch.equal(w[1], w[2])
+
+
+def test_galerkin_layer_norm_makes_attention_invariant_to_rescaling_wk_wv():
+    """With Ln on K,V (eq. 6; eps -> 0), positive rescaling of (W^K, b^K) and (W^V, b^V) does not change the output."""
+    torch.manual_seed(0)
+    att = SimpleAttention(12, 3, "galerkin", pos_dim=1, init="xavier", norm_eps=1e-14).double()
+    x, pos = torch.randn(2, 20, 12, dtype=torch.float64), torch.rand(2, 20, 1, dtype=torch.float64)
+    with torch.no_grad():
+        att.qkv.bias.normal_()
+    y = att(x, pos)
+    with torch.no_grad():
+        att.qkv.weight[12:] *= 7.0
+        att.qkv.bias[12:] *= 7.0
+    torch.testing.assert_close(att(x, pos), y, rtol=1e-6, atol=1e-8)
+
+
+def test_attention_dropout_is_off_in_eval_and_on_in_train():
+    torch.manual_seed(0)
+    for kind in KINDS:
+        att = SimpleAttention(16, 2, kind, pos_dim=1, dropout=0.3)
+        x, pos = torch.randn(2, 32, 16), torch.rand(2, 32, 1)
+        att.eval()
+        assert torch.equal(att(x, pos), att(x, pos)), kind
+        att.train()
+        assert not torch.equal(att(x, pos), att(x, pos)), kind
+
+
+def test_reference_attention_dropout_switch_is_stochastic_even_in_eval():
+    """The ablation switch reproduces the reference's always-on p=0.5 dropout (facts sec. 1)."""
+    att = SimpleAttention(16, 2, "galerkin", pos_dim=1, reference_attn_dropout=True).eval()
+    x, pos = torch.randn(2, 32, 16), torch.rand(2, 32, 1)
+    assert not torch.equal(att(x, pos), att(x, pos))
+
+
+@pytest.mark.parametrize("kind", ["fourier", "softmax"])
+def test_chunked_quadratic_attention_equals_unchunked_with_gradients(kind):
+    torch.manual_seed(0)
+    a = SimpleAttention(16, 2, kind, pos_dim=1).double()
+    b = SimpleAttention(16, 2, kind, pos_dim=1, chunk_size=7).double()
+    b.load_state_dict(a.state_dict())
+    x = torch.randn(2, 40, 16, dtype=torch.float64, requires_grad=True)
+    pos = torch.rand(2, 40, 1, dtype=torch.float64)
+    ya, yb = a(x, pos), b(x, pos)
+    torch.testing.assert_close(yb, ya)
+    (ga,) = torch.autograd.grad(ya.square().sum(), x)
+    (gb,) = torch.autograd.grad(yb.square().sum(), x)
+    torch.testing.assert_close(gb, ga)
+
+
+def test_register_kernel_adds_a_kind_with_one_function():
+    def cosine(q, k, v, *, weights=None, dropout_p=0.0, scale=None):
+        qn, kn = torch.nn.functional.normalize(q, dim=-1), torch.nn.functional.normalize(k, dim=-1)
+        return galerkin_attention(qn, kn, v, weights=weights, dropout_p=dropout_p, scale=scale)
+
+    register_kernel("cosine-test", cosine, normalized=("v",))
+    try:
+        att = SimpleAttention(8, 2, "cosine-test", pos_dim=1)
+        assert att(torch.randn(1, 5, 8), torch.rand(1, 5, 1)).shape == (1, 5, 8)
+        assert set(att.norms) == {"v"}
+    finally:
+        from opformer.nn import attention as A
+
+        A.KERNELS.pop("cosine-test")
+        A.NORMALIZED.pop("cosine-test")
+
+
+def test_bfloat16_galerkin_sum_accumulates_in_float32():
+    """K^T V / n over n = 2^16 points of ones is exactly 1: a bfloat16 accumulator would stall at 256."""
+    n = 1 << 16
+    q = torch.ones(1, 1, 1, 4, dtype=torch.bfloat16)
+    k = torch.ones(1, 1, n, 4, dtype=torch.bfloat16)
+    z = galerkin_attention(q, k, k)
+    assert z.dtype == torch.bfloat16
+    assert torch.all(z == 4.0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("kind", KINDS)
+def test_dtypes_forward_backward(kind, dtype):
+    torch.manual_seed(0)
+    ref = SimpleAttention(16, 2, kind, pos_dim=1).double()
+    att = SimpleAttention(16, 2, kind, pos_dim=1).to(dtype)
+    att.load_state_dict(ref.state_dict())
+    x, pos = torch.randn(2, 64, 16, dtype=torch.float64), torch.rand(2, 64, 1, dtype=torch.float64)
+    y = att(x.to(dtype), pos.to(dtype))
+    assert y.dtype == dtype
+    y.float().square().mean().backward()
+    tol = {torch.float32: 1e-5, torch.float64: 1e-12, torch.bfloat16: 3e-2}[dtype]
+    err = (y.double() - ref(x, pos)).norm() / ref(x, pos).norm()
+    assert err < tol, f"{kind} {dtype}: relative error vs float64 {err:.2e}"
+
+
+# --- error messages ---------------------------------------------------------------------------------------------
+
+
+def test_unknown_kind_lists_known_kinds():
+    with pytest.raises(ValueError, match=r"unknown attention kind 'galerkn'.*fourier.*galerkin.*linear.*softmax"):
+        SimpleAttention(8, 1, "galerkn")
+
+
+def test_d_model_not_divisible_by_heads():
+    with pytest.raises(ValueError, match=r"d_model=10 must be divisible by n_heads=4"):
+        SimpleAttention(10, 4)
+
+
+def test_wrong_rank_and_width_and_pos():
+    att = SimpleAttention(8, 2, pos_dim=2)
+    with pytest.raises(ValueError, match=r"x must have shape \(batch, n, d_model=8\), got \(5, 8\)"):
+        att(torch.randn(5, 8), torch.rand(5, 2))
+    with pytest.raises(ValueError, match=r"d_model=8\), got \(1, 5, 9\)"):
+        att(torch.randn(1, 5, 9), torch.rand(1, 5, 2))
+    with pytest.raises(ValueError, match=r"pos must have shape \(batch=1, n=5, pos_dim=2\), got \(1, 5, 1\)"):
+        att(torch.randn(1, 5, 8), torch.rand(1, 5, 1))
+    with pytest.raises(ValueError, match=r"pos of shape .* is required, got None"):
+        att(torch.randn(1, 5, 8))
+    with pytest.raises(ValueError, match=r"weights must have shape \(batch=1, n=5\), got \(1, 4\)"):
+        att(torch.randn(1, 5, 8), torch.rand(1, 5, 2), torch.rand(1, 4))
+
+
+def test_nan_input_raises_when_debug_check_is_on():
+    x = torch.randn(1, 5, 8)
+    x[0, 2, 3] = float("nan")
+    with pytest.raises(ValueError, match="x holds NaN or Inf"):
+        SimpleAttention(8, 2, check_finite=True)(x)
+    assert torch.isnan(SimpleAttention(8, 2)(x)).any()  # off by default: no sync cost

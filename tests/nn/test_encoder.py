@@ -1,0 +1,71 @@
+"""Facts about EncoderLayer / Encoder: the two norm schemes (eqs. (4), (7)), gradients, compile."""
+
+import pytest
+import torch
+
+from opformer.nn import Encoder, EncoderLayer
+
+KINDS = ["galerkin", "fourier", "softmax", "linear"]
+
+
+@pytest.mark.parametrize("scheme", ["galerkin", "regular"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_gradients_reach_every_parameter(kind, scheme):
+    torch.manual_seed(0)
+    enc = Encoder(2, 16, 2, kind, dim_feedforward=32, pos_dim=1, norm_scheme=scheme)
+    x, pos = torch.randn(2, 24, 16), torch.rand(2, 24, 1)
+    enc(x, pos).square().mean().backward()
+    for name, p in enc.named_parameters():
+        assert p.grad is not None and p.grad.abs().sum() > 0, f"no gradient for {name} ({kind}, {scheme})"
+
+
+def test_ex1_layer_parameter_count_matches_reference():
+    """d=96, 1 head, pos_dim 1, ffn 192: QKV 27,936 + fc 9,408 + 2 LN 384 + FFN 37,152 = 74,880 (facts sec. 5)."""
+    for scheme in ("galerkin", "regular"):
+        layer = EncoderLayer(96, 1, "galerkin", 192, pos_dim=1, norm_scheme=scheme)
+        assert sum(p.numel() for p in layer.parameters()) == 74_880
+
+
+def test_regular_scheme_is_post_layer_norm():
+    """Eq. (7): the output of a regular-Ln layer is a LayerNorm output: zero mean, unit variance per point."""
+    torch.manual_seed(0)
+    layer = EncoderLayer(32, 4, "galerkin", 64, pos_dim=1, norm_scheme="regular")
+    y = layer(5 * torch.randn(2, 50, 32) + 3, torch.rand(2, 50, 1))
+    torch.testing.assert_close(y.mean(-1), torch.zeros(2, 50), atol=1e-5, rtol=0)
+    torch.testing.assert_close(y.var(-1, unbiased=False), torch.ones(2, 50), atol=1e-3, rtol=0)
+    assert len(layer.attn.norms) == 0  # no Q/K/V norm in this scheme
+
+
+def test_galerkin_scheme_propagates_scale_through_the_residual():
+    """Eq. (4): no normalization outside the attention, so with the attention and FFN outputs zeroed the layer is
+    the identity (scale propagates), and Ln acts on K,V only."""
+    layer = EncoderLayer(32, 4, "galerkin", 64, pos_dim=1, norm_scheme="galerkin")
+    assert set(layer.attn.norms) == {"k", "v"}
+    assert set(EncoderLayer(32, 4, "fourier", 64, pos_dim=1).attn.norms) == {"q", "k"}
+    with torch.no_grad():
+        layer.attn.out_proj.weight.zero_()
+        layer.attn.out_proj.bias.zero_()
+        layer.ffn.net[-1].weight.zero_()
+        layer.ffn.net[-1].bias.zero_()
+    x = 100 * torch.randn(2, 10, 32)
+    torch.testing.assert_close(layer(x, torch.rand(2, 10, 1)), x)
+
+
+def test_unknown_norm_scheme():
+    with pytest.raises(ValueError, match=r"unknown norm_scheme 'post'; known: \['galerkin', 'regular'\]"):
+        EncoderLayer(8, 1, "galerkin", norm_scheme="post")
+
+
+def test_dropout_layers_inactive_in_eval():
+    layer = EncoderLayer(16, 2, "fourier", 32, pos_dim=1, dropout=0.5, attn_dropout=0.5).eval()
+    x, pos = torch.randn(1, 20, 16), torch.rand(1, 20, 1)
+    assert torch.equal(layer(x, pos), layer(x, pos))
+
+
+@pytest.mark.parametrize("kind", ["galerkin", "fourier"])
+def test_torch_compile_matches_eager(kind):
+    torch.manual_seed(0)
+    layer = EncoderLayer(16, 2, kind, 32, pos_dim=1)
+    compiled = torch.compile(layer)
+    x, pos = torch.randn(2, 32, 16), torch.rand(2, 32, 1)
+    torch.testing.assert_close(compiled(x, pos), layer(x, pos), rtol=1e-4, atol=1e-5)
