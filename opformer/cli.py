@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 
 from . import __version__
@@ -15,13 +16,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"opformer {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    from .train import cli as train_cli
-    from .data import cli as data_cli
-    from .bench import cli as bench_cli
-
-    train_cli.register(sub)
-    data_cli.register(sub)
-    bench_cli.register(sub)
+    for name in ("train", "data", "bench"):
+        importlib.import_module(f"opformer.{name}.cli").register(sub)
     return parser
 
 

@@ -71,6 +71,8 @@ def fwd_bwd_step(module: torch.nn.Module, *inputs) -> Callable[[], None]:
         for p in params:
             p.grad = None
         y = module(*inputs)
+        if isinstance(y, dict):
+            y = y.get("preds", next(iter(y.values())))
         if isinstance(y, (tuple, list)):
             y = y[0]
         y.float().pow(2).mean().backward()

@@ -27,7 +27,12 @@ def _stub(name: str) -> types.ModuleType:
     def _missing(*_a, **_k):
         raise RuntimeError(f"{name} is a stand-in installed by opformer.bench.reference; install {name} to use it")
 
-    mod.__getattr__ = lambda attr: _missing  # any attribute is a function that raises when called
+    def __getattr__(attr):  # any public attribute is a function that raises when called
+        if attr.startswith("_"):
+            raise AttributeError(attr)
+        return _missing
+
+    mod.__getattr__ = __getattr__
     return mod
 
 

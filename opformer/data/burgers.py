@@ -102,8 +102,9 @@ def solve(
         times: if given, return the snapshots ``u(., t)`` for each ``t`` in ``times`` (non-decreasing, >= 0).
         solve_resolution: solve on this many Fourier points instead of n (only modes below both Nyquist
             frequencies are kept) and evaluate the result on the n output points by zero padding. Exact when
-            u0 and the solution are resolved by the coarser grid, e.g. the R10 recipe: a 20-mode initial
-            condition with nu = 0.1 on a 2 pi period is resolved to 1e-11 by 1024 points (and by 256).
+            u0 and the solution are resolved by the coarser grid, e.g. the R10 recipe (a 20-mode initial
+            condition, nu = 0.1 on a 2 pi period): 512 or more internal points agree with a 2048-point solve
+            to 1e-15; 256 points leave up to ~2e-9 on the steepest samples. The recipe uses 512.
         dealias: apply the 2/3 rule to the nonlinear term (not needed for the smooth R10 solutions).
         n_contour: points of the contour mean for the ETDRK4 coefficients.
 
@@ -112,7 +113,7 @@ def solve(
         a result without the batch axis.
     """
     u, squeeze = _check_u0(u0)
-    batch, n = u.shape
+    n = u.shape[-1]
     if not nu > 0:
         raise DataError(f"burgers.solve: nu must be > 0, found {nu}")
     if not period > 0:
@@ -216,7 +217,7 @@ def cole_hopf(u0, nu: float, t: float, period: float = 1.0, *, min_points: int =
         float64 array shaped like u0.
     """
     u, squeeze = _check_u0(u0)
-    batch, n = u.shape
+    n = u.shape[-1]
     factor = max(1, math.ceil(min_points / n))
     m = factor * n
     uh = np.fft.rfft(u, axis=-1)

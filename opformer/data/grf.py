@@ -83,8 +83,9 @@ def grf1d_periodic(
     Returns:
         float64 array ``(n,)`` or ``(size, n)``.
 
-    The normal draws are taken in the order (cosine, sine) x k = 1..modes, so a field truncated to K modes
-    is exactly the first K modes of the field truncated to K' > K modes with the same generator state.
+    The normal draws are taken mode by mode, (cosine, sine) for k = 1, 2, ..., so for one sample a field
+    truncated to K modes is exactly the first K modes of the field truncated to K' > K modes drawn from the
+    same generator state.
     """
     if n < 3:
         raise DataError(f"grf1d_periodic: expected n >= 3 grid points, found n={n}")
@@ -99,9 +100,9 @@ def grf1d_periodic(
     batch = 1 if size is None else int(size)
     k = np.arange(1, modes + 1)
     std = np.sqrt(grf1d_mode_variance(k, sigma=sigma, tau=tau, gamma=gamma))
-    xi = rng.standard_normal((batch, 2, modes))
-    a_k = std * xi[:, 0]
-    b_k = std * xi[:, 1]
+    xi = rng.standard_normal((batch, modes, 2))  # per mode: (cosine, sine)
+    a_k = std * xi[..., 0]
+    b_k = std * xi[..., 1]
     # irfft convention: x_j = (1/n) sum_k X_k e^{2 pi i k j/n}; a_k cos + b_k sin  <->  X_k = n (a_k - i b_k)/2.
     spec = np.zeros((batch, n // 2 + 1), dtype=np.complex128)
     spec[:, 0] = n * mean

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import warnings
 from pathlib import Path
 
 import h5py
@@ -77,7 +76,12 @@ def read_header(path: str | os.PathLike) -> dict:
                 raise DataError(f"{path}: not an opformer data file (attribute format={attrs.get('format')!r}, expected {FORMAT!r})")
             n_done = int(np.count_nonzero(h5["done"][...])) if "done" in h5 else 0
     except OSError as exc:
-        raise DataError(f"{path}: cannot be read as HDF5 ({exc})") from exc
+        hint = ""
+        if "lock" in str(exc).lower():
+            hint = "; another process (a running generation?) holds it open"
+        elif path.name.endswith(".partial"):
+            hint = "; an interrupted generation left it unreadable: delete it and run again"
+        raise DataError(f"{path}: cannot be read as HDF5 ({exc}){hint}") from exc
     return {
         "problem": str(attrs["problem"]),
         "recipe": json.loads(attrs["recipe"]),
@@ -164,16 +168,18 @@ class ShardWriter:
             self.complete = True
             return
         if self.partial.exists():
+            # never delete it here: it may be locked by a generation still running in another process
+            header = read_header(self.partial)
+            self._check_header(self.partial, header)
             try:
-                header = read_header(self.partial)
-            except DataError as exc:
-                warnings.warn(f"{self.partial}: unreadable unfinished generation, starting over ({exc})", stacklevel=3)
-                self.partial.unlink()
-            else:
-                self._check_header(self.partial, header)
                 self._h5 = h5py.File(self.partial, "r+")
-                self._check_layout()
-                return
+            except OSError as exc:
+                raise DataError(
+                    f"{self.partial}: cannot be opened for resuming ({exc}). If no other generation is writing it, "
+                    f"delete it and run again."
+                ) from exc
+            self._check_layout()
+            return
         self._create()
 
     def _check_layout(self) -> None:
@@ -277,7 +283,7 @@ class ShardWriter:
                 self._h5.close()
                 self._h5 = None
 
-    def __enter__(self) -> "ShardWriter":
+    def __enter__(self) -> ShardWriter:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -44,7 +44,7 @@ def _rate(name: str, value: Any) -> None:
 
 def _choice(name: str, value: Any, options) -> None:
     if value not in options:
-        raise ValueError(f"{name} must be one of {sorted(options)}, got {value!r}")
+        raise ValueError(f"{name} must be one of {sorted(options, key=repr)}, got {value!r}")
 
 
 @dataclasses.dataclass(frozen=True)

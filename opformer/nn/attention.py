@@ -71,15 +71,19 @@ def fourier_attention(
 
     The n x n score matrix is formed explicitly (that is what makes this kind quadratic); ``dropout_p`` acts on it.
     Use ``SimpleAttention(chunk_size=...)`` to bound its memory by O(n * chunk).
+
+    The scalar factors (``scale``, 1/n) and the quadrature weights act on the columns of the score matrix, so they
+    are applied to V instead (s diag(w) V = s (w V)): an O(n d) product instead of O(n^2) passes over the scores.
+    Dropout commutes with that column scaling, so the result is the same.  No mask is drawn when ``dropout_p = 0``.
     """
     n = k.shape[-2]
-    s = torch.matmul(q, k.transpose(-2, -1))
-    if scale is not None:
-        s = s * scale
+    c = 1.0 if scale is None else float(scale)
     if weights is None:
-        s = s / n
+        v = v * (c / n)
     else:
-        s = s * weights.to(s.dtype)[:, None, None, :]
+        w = weights.to(v.dtype)[:, None, :, None]
+        v = v * (w * c if c != 1.0 else w)
+    s = torch.matmul(q, k.transpose(-2, -1))
     if dropout_p > 0.0:
         s = F.dropout(s, p=dropout_p, training=True)
     return torch.matmul(s, v)
@@ -303,22 +307,49 @@ class SimpleAttention(nn.Module):
                 if t is not None and not torch.isfinite(t).all():
                     raise ValueError(f"{name} holds NaN or Inf values")
 
+    def _project(self, x: Tensor) -> dict[str, Tensor]:
+        """Q, K, V as (batch, n, heads, d_head) tensors, the per-head layer norm applied where the kind asks for it.
+
+        Consecutive members of (q, k, v) that share the same treatment are projected by one matrix product (the
+        rows of the fused ``qkv`` weight are contiguous), so the normalized pair comes out contiguous and is layer-
+        normed in one call, without a copy and without the zero-filled gradients of indexing a stacked tensor.
+        """
+        b, n, _ = x.shape
+        d, h, dh = self.d_model, self.n_heads, self.d_head
+        names = ("q", "k", "v")
+        normed = [name in self.norms for name in names]
+        w, bias = self.qkv.weight, self.qkv.bias
+        out: dict[str, Tensor] = {}
+        i = 0
+        while i < 3:
+            j = i
+            while j + 1 < 3 and normed[j + 1] == normed[i]:
+                j += 1
+            m = j - i + 1
+            y = F.linear(x, w[i * d : (j + 1) * d], bias[i * d : (j + 1) * d]).view(b, n, m, h, dh)
+            if normed[i]:
+                norms = [self.norms[names[t]] for t in range(i, j + 1)]
+                y = F.layer_norm(y, (dh,), eps=norms[0].eps)
+                gamma = torch.cat([nm.weight for nm in norms]).view(m, h, dh).to(y.dtype)
+                beta = torch.cat([nm.bias for nm in norms]).view(m, h, dh).to(y.dtype)
+                y = torch.addcmul(beta, y, gamma)
+            # unbind, not indexing: its backward stacks the gradients once instead of zero-filling per member
+            for name, t in zip(names[i : j + 1], y.unbind(dim=2)):
+                out[name] = t
+            i = j + 1
+        return out
+
     def forward(self, x: Tensor, pos: Optional[Tensor] = None, weights: Optional[Tensor] = None) -> Tensor:
         self._check(x, pos, weights)
         b, n, _ = x.shape
         h, dh, p = self.n_heads, self.d_head, self.pos_dim
-        # one fused projection; (batch, n, 3, heads, d_head) -> three (batch, heads, n, d_head) views
-        qkv = self.qkv(x).view(b, n, 3, h, dh).permute(2, 0, 3, 1, 4)
-        q, k, v = qkv[0], qkv[1], qkv[2]
-        if "q" in self.norms:
-            q = self.norms["q"](q)
-        if "k" in self.norms:
-            k = self.norms["k"](k)
-        if "v" in self.norms:
-            v = self.norms["v"](v)
+        qkv = self._project(x)  # (batch, n, heads, d_head) each
         if p > 0:
-            pos_h = pos.to(q.dtype)[:, None].expand(b, h, n, p)
-            q, k, v = (torch.cat((pos_h, t), dim=-1) for t in (q, k, v))
+            # one copy per tensor: heads to the front and the coordinates in front of every head's features
+            pos_h = pos.to(x.dtype)[:, None].expand(b, h, n, p)
+            q, k, v = (torch.cat((pos_h, qkv[name].transpose(1, 2)), dim=-1) for name in ("q", "k", "v"))
+        else:
+            q, k, v = (qkv[name].transpose(1, 2) for name in ("q", "k", "v"))
         if weights is not None and weights.shape[0] != b:
             weights = weights.expand(b, n)
         p_drop = 0.5 if self.reference_attn_dropout else (self.dropout if self.training else 0.0)

@@ -1,0 +1,176 @@
+"""The ``opformer bench`` command: ``opformer bench attention ...`` and ``opformer bench model PRESET ...``.
+
+``register(subparsers)`` adds it to the top-level parser of ``opformer.cli``; each sub-command sets ``func``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+__all__ = ["register", "main"]
+
+KINDS = ("galerkin", "fourier", "softmax", "linear")
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--batch", type=int, default=4, help="batch size (default 4, the paper's Table 1)")
+    p.add_argument("--device", default="cpu", help="cpu or cuda[:i] (default cpu)")
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"],
+                   help="parameter/activation dtype; bfloat16 keeps float32 accumulation in the attention sums")
+    p.add_argument("--compile", action="store_true", help="time torch.compile(module) (compilation is in warm-up)")
+    p.add_argument("--repeats", type=int, default=5, help="timed forward+backward passes; the median is reported")
+    p.add_argument("--warmup", type=int, default=1, help="untimed passes first (>= 1; the first measures memory)")
+    p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads in the worker (CPU)")
+    p.add_argument("--timeout", type=float, default=None, help="seconds per case before it is skipped")
+    p.add_argument("--in-process", action="store_true",
+                   help="run every case in this process (faster; CPU peak memory then less clean)")
+    p.add_argument("--matmul-size", type=int, default=None,
+                   help="size of the square product that measures the machine's matmul rate (default 1024 CPU, 4096 GPU)")
+    p.add_argument("--json", metavar="FILE", help="write the records (a JSON list) here")
+    p.add_argument("--plot", metavar="PNG", help="write a log-log plot of time and memory against n here")
+
+
+def _fmt_bytes(b) -> str:
+    return "-" if b is None else f"{b / 2**20:,.0f} MiB"
+
+
+def _log(rec: dict) -> None:
+    label = rec.get("kind") or rec.get("preset")
+    if rec.get("impl") == "reference":
+        label += " [ref]"
+    if rec.get("chunk_size"):
+        label += f" [chunk {rec['chunk_size']}]"
+    if rec["status"] != "ok":
+        print(f"{label:24s} n={rec['n']:>8d}  {rec['status']}: {rec['note']}", flush=True)
+        return
+    frac = rec.get("fraction_of_matmul_rate")
+    print(
+        f"{label:24s} n={rec['n']:>8d}  {rec['seconds_fwd_bwd']:9.4f} s  {_fmt_bytes(rec['peak_memory_bytes']):>12s}  "
+        f"{rec['flops_fwd_bwd'] / 1e9:10.2f} GFLOP  {rec['gflops_per_s']:8.2f} GFLOP/s"
+        + (f"  ({100 * frac:.0f}% of matmul)" if frac else "")
+        + f"  load {rec['loadavg'][0] if rec.get('loadavg') else '?'}",
+        flush=True,
+    )
+
+
+def _finish(records: list[dict], args) -> int:
+    from .suite import write_json
+
+    if args.json:
+        write_json(records, args.json)
+        print(f"wrote {args.json}")
+    if args.plot:
+        from .plot import plot_records
+
+        slopes = plot_records(records, args.plot)
+        print(f"wrote {args.plot}; log-log slopes (largest 3 n): "
+              + ", ".join(f"{k}: time {v.get('seconds_fwd_bwd') or float('nan'):.2f} "
+                          f"memory {v.get('peak_memory_bytes') or float('nan'):.2f}" for k, v in slopes.items()))
+    failed = [r for r in records if r["status"] == "failed"]
+    return 1 if failed else 0
+
+
+def _header(machine: dict) -> None:
+    rates = ", ".join(f"{k[len('matmul_gflops_'):]} matmul {v:.1f} GFLOP/s"
+                      for k, v in machine.items() if k.startswith("matmul_gflops_"))
+    print(f"# {machine.get('gpu') or machine['cpu']}; {machine['cpu_count']} cores, torch {machine['torch']}, "
+          f"{machine['torch_threads']} threads; {rates}; load {machine['loadavg']}", flush=True)
+
+
+def cmd_attention(args) -> int:
+    import torch
+
+    from .runner import machine_with_rates
+    from .suite import bench_attention
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    unknown = [k for k in args.kinds if k not in KINDS]
+    if unknown:
+        from opformer.nn import KERNELS
+
+        unknown = [k for k in unknown if k not in KERNELS]
+    if unknown:
+        print(f"error: unknown kinds {unknown}; known: {list(KINDS)}", file=sys.stderr)
+        return 2
+    machine = machine_with_rates(args.device, args.dtype, args.matmul_size)
+    _header(machine)
+    max_memory = None if args.max_memory is None else int(args.max_memory * 2**30)
+    impls = ["opformer", "reference"] if args.reference else ["opformer"]
+    records = []
+    for impl in impls:
+        records += bench_attention(
+            args.kinds, args.n, max_memory=max_memory, isolate=not args.in_process, timeout=args.timeout,
+            machine=machine, log=_log, d_model=args.d_model, n_heads=args.heads, batch=args.batch,
+            layers=args.layers, pos_dim=args.pos_dim, chunk_size=args.chunk_size, device=args.device,
+            dtype=args.dtype, compile=args.compile, repeats=args.repeats, warmup=args.warmup, threads=args.threads,
+            impl=impl,
+        )
+    return _finish(records, args)
+
+
+def cmd_model(args) -> int:
+    import torch
+
+    from .runner import machine_with_rates
+    from .suite import bench_model
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    machine = machine_with_rates(args.device, args.dtype, args.matmul_size)
+    _header(machine)
+    records = []
+    for preset in args.preset:
+        records += bench_model(
+            preset, args.n, isolate=not args.in_process, timeout=args.timeout, machine=machine, log=_log,
+            batch=args.batch, device=args.device, dtype=args.dtype, compile=args.compile, repeats=args.repeats,
+            warmup=args.warmup, threads=args.threads,
+        )
+    return _finish(records, args)
+
+
+def register(subparsers) -> argparse.ArgumentParser:
+    """Add ``bench`` (with ``attention`` and ``model``) to an argparse sub-parsers object."""
+    bench = subparsers.add_parser(
+        "bench", help="time, memory and FLOPs of attention kernels and models",
+        description="Forward+backward time (median after warm-up), peak memory, FLOPs (torch.utils.flop_counter) "
+        "and achieved GFLOP/s, with the machine's own measured matmul rate.",
+    )
+    sub = bench.add_subparsers(dest="bench_command", required=True)
+
+    a = sub.add_parser("attention", help="an encoder stack of each attention kind at each n")
+    a.add_argument("--kinds", nargs="+", default=list(KINDS), help=f"attention kinds (default: {' '.join(KINDS)})")
+    a.add_argument("--n", nargs="+", type=int, default=[512, 2048, 8192], help="numbers of points")
+    a.add_argument("--d-model", type=int, default=128)
+    a.add_argument("--heads", type=int, default=4)
+    a.add_argument("--layers", type=int, default=1)
+    a.add_argument("--pos-dim", type=int, default=1)
+    a.add_argument("--chunk-size", type=int, default=None,
+                   help="evaluate fourier/softmax over query chunks of this size (memory O(n*chunk))")
+    a.add_argument("--max-memory", type=float, default=None,
+                   help="GiB; cases estimated above it are skipped with a note (default 80%% of available memory)")
+    a.add_argument("--reference", action="store_true",
+                   help="also run the paper's reference layer (galerkin-transformer 0.2.1) on the same cases")
+    _common(a)
+    a.set_defaults(func=cmd_attention)
+
+    m = sub.add_parser("model", help="a whole model from a named preset (e.g. ex1 at n=8192, batch 4)")
+    m.add_argument("preset", nargs="+", help="names of opformer.models presets (e.g. burgers-gt burgers-lt)")
+    m.add_argument("--n", nargs="+", type=int, default=[8192], help="resolutions (default 8192)")
+    _common(m)
+    m.set_defaults(func=cmd_model)
+    return bench
+
+
+def main(argv=None) -> int:
+    """``python -m opformer.bench.cli ...`` without the top-level ``opformer`` command."""
+    parser = argparse.ArgumentParser(prog="opformer")
+    sub = parser.add_subparsers(dest="command", required=True)
+    register(sub)
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

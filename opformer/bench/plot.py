@@ -1,0 +1,71 @@
+"""Log-log plot of forward+backward time and peak memory against n, one line per kind, with fitted slopes."""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+__all__ = ["loglog_slope", "plot_records"]
+
+
+def loglog_slope(ns, values, tail: int = 3) -> Optional[float]:
+    """Least-squares slope of log(value) against log(n) over the ``tail`` largest n (the asymptotic order)."""
+    pts = sorted((n, v) for n, v in zip(ns, values) if v is not None and v > 0)[-tail:]
+    if len(pts) < 2:
+        return None
+    xs, ys = [math.log(n) for n, _ in pts], [math.log(v) for _, v in pts]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx if sxx > 0 else None
+
+
+def _series(records, field):
+    out: dict[str, tuple[list, list]] = {}
+    for r in records:
+        if r.get("status") != "ok" or r.get(field) is None:
+            continue
+        label = r.get("kind") or r.get("preset")
+        if r.get("chunk_size"):
+            label = f"{label} (chunk {r['chunk_size']})"
+        ns, vs = out.setdefault(label, ([], []))
+        ns.append(r["n"])
+        vs.append(r[field])
+    return out
+
+
+def plot_records(records: list[dict], path: str, title: Optional[str] = None) -> dict:
+    """Write a two-panel log-log PNG (time, memory against n); return the fitted slopes ``{label: {field: s}}``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    slopes: dict[str, dict[str, Optional[float]]] = {}
+    for ax, field, ylabel, scale in (
+        (axes[0], "seconds_fwd_bwd", "forward+backward time [s]", 1.0),
+        (axes[1], "peak_memory_bytes", "peak memory [MiB]", 1.0 / 2**20),
+    ):
+        for label, (ns, vs) in sorted(_series(records, field).items()):
+            order = sorted(range(len(ns)), key=ns.__getitem__)
+            ns, vs = [ns[i] for i in order], [vs[i] for i in order]
+            s = loglog_slope(ns, vs)
+            slopes.setdefault(label, {})[field] = s
+            ax.loglog(ns, [v * scale for v in vs], "o-", label=f"{label} (slope {s:.2f})" if s else label)
+        ax.set_xlabel("n (points)")
+        ax.set_ylabel(ylabel)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    if title is None and records:
+        r = records[0]
+        m = r.get("machine") or {}
+        title = (
+            f"d_model={r.get('d_model')}, heads={r.get('n_heads')}, batch={r.get('batch')}, layers={r.get('layers')}, "
+            f"{r.get('device')} {r.get('dtype')} — {m.get('gpu') or m.get('cpu', '')}"
+        )
+    if title:
+        fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return slopes

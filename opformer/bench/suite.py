@@ -1,0 +1,112 @@
+"""Sweeps: every (kind, n) of an attention benchmark, or one model preset; skip what would not fit in memory."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Callable, Iterable, Optional
+
+from . import measure
+from .cases import attention_case, estimate_memory_bytes, model_case
+from .runner import machine_with_rates, run_case
+
+__all__ = ["bench_attention", "bench_model", "default_max_memory", "write_json", "REQUIRED_FIELDS"]
+
+#: fields every record has (the JSON schema the tests check)
+REQUIRED_FIELDS = (
+    "kind", "n", "d_model", "n_heads", "batch", "seconds_fwd_bwd", "peak_memory_bytes", "flops_fwd_bwd",
+    "gflops_per_s", "status", "note", "machine", "matmul_gflops_fp32",
+)
+
+
+def default_max_memory(device: str = "cpu") -> int:
+    """80% of the available RAM (CPU) or of the GPU's memory (CUDA)."""
+    if device.startswith("cuda"):
+        import torch
+
+        return int(0.8 * torch.cuda.get_device_properties(torch.device(device)).total_memory)
+    avail = measure.available_ram()
+    return int(0.8 * avail) if avail else 8 << 30
+
+
+def _skipped(case: dict, note: str, machine: dict) -> dict:
+    rec = dict(case)
+    rec.pop("seed", None)
+    rec.update(
+        status="skipped", note=note, seconds_fwd_bwd=None, seconds_all=[], peak_memory_bytes=None,
+        memory_method=None, flops_fwd_bwd=None, gflops_per_s=None, estimated_memory_bytes=estimate_memory_bytes(case),
+        loadavg=measure.loadavg(), machine=machine, matmul_gflops_fp32=machine.get("matmul_gflops_fp32"),
+    )
+    return rec
+
+
+def bench_attention(
+    kinds: Iterable[str],
+    ns: Iterable[int],
+    *,
+    max_memory: Optional[int] = None,
+    isolate: bool = True,
+    timeout: Optional[float] = None,
+    machine: Optional[dict] = None,
+    log: Optional[Callable[[dict], None]] = None,
+    **case_kwargs,
+) -> list[dict]:
+    """Forward+backward time, peak memory, FLOPs and GFLOP/s of an encoder stack for every kind and n.
+
+    ``case_kwargs`` go to :func:`~opformer.bench.cases.attention_case` (d_model, n_heads, batch, layers, chunk_size,
+    device, dtype, compile, repeats, warmup, threads).  A case whose estimated memory exceeds ``max_memory``
+    (default: :func:`default_max_memory`) is not run and is reported with status ``skipped`` and a note; so is a
+    case whose worker process dies or runs out of memory.
+    """
+    device = case_kwargs.get("device", "cpu")
+    if max_memory is None:
+        max_memory = default_max_memory(device)
+    if machine is None:
+        machine = machine_with_rates(device, case_kwargs.get("dtype", "float32"))
+    records = []
+    for kind in kinds:
+        for n in ns:
+            case = attention_case(kind, n, **case_kwargs)
+            est = estimate_memory_bytes(case)
+            if est > max_memory:
+                rec = _skipped(
+                    case, f"estimated memory {est / 2**30:.1f} GiB exceeds the budget {max_memory / 2**30:.1f} GiB",
+                    machine,
+                )
+            else:
+                rec = run_case(case, machine=machine, isolate=isolate, timeout=timeout)
+            records.append(rec)
+            if log is not None:
+                log(rec)
+    return records
+
+
+def bench_model(
+    preset: str,
+    ns: Iterable[int],
+    *,
+    isolate: bool = True,
+    timeout: Optional[float] = None,
+    machine: Optional[dict] = None,
+    log: Optional[Callable[[dict], None]] = None,
+    **case_kwargs,
+) -> list[dict]:
+    """The same figures for a whole model built by ``opformer.models`` from a named preset, at each resolution n."""
+    device = case_kwargs.get("device", "cpu")
+    if machine is None:
+        machine = machine_with_rates(device, case_kwargs.get("dtype", "float32"))
+    records = []
+    for n in ns:
+        rec = run_case(model_case(preset, n, **case_kwargs), machine=machine, isolate=isolate, timeout=timeout)
+        records.append(rec)
+        if log is not None:
+            log(rec)
+    return records
+
+
+def write_json(records: list[dict], path: str) -> None:
+    """Write the records as a JSON list (atomically: a temporary file renamed)."""
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump(records, f, indent=1)
+    os.replace(tmp, path)

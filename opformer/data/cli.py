@@ -1,0 +1,175 @@
+"""The ``opformer data`` sub-command: generate the Burgers and Darcy data sets, inspect data files.
+
+``register(subparsers)`` adds ``data`` to the top-level parser (``opformer/cli.py``)::
+
+    opformer data burgers --samples 2048 --resolution 8192 --out data/burgers_r10.h5 [--seed 0] [--workers W]
+                          [--start i --stop j] [--domain 2pi|unit] [--nu 0.1] [--t-final 1] [--modes 20|0]
+                          [--sigma 25 --tau 5 --gamma 2] [--steps 400] [--solve-resolution 512|0]
+    opformer data darcy --samples 1024 --resolution 421 --out data/darcy_train.h5 --split train|test
+                        [--seed 0] [--workers W] [--start i --stop j] [--grid cell|node]
+                        [--face arithmetic|harmonic] [--solver direct|amg]
+    opformer data info FILE [FILE ...]
+
+The inverse Darcy data set is not a separate file: :class:`opformer.data.DarcyInverseDataset` derives it
+from the Darcy files (u as input with noise added at load time, pooled a as target).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .errors import DataError
+from .generate import BURGERS_R10, DARCY_R421, generate_dataset, make_recipe
+
+__all__ = ["register", "main"]
+
+
+def _common(p: argparse.ArgumentParser, defaults: dict) -> None:
+    p.add_argument("--samples", type=int, default=defaults["n_samples"],
+                   help=f"samples in the whole data set (default {defaults['n_samples']})")
+    p.add_argument("--resolution", type=int, default=defaults["resolution"],
+                   help=f"grid points per axis (default {defaults['resolution']})")
+    p.add_argument("--out", required=True, help="output HDF5 file (written as FILE.partial, renamed when complete)")
+    p.add_argument("--seed", type=int, default=defaults["seed"], help="random seed (default 0)")
+    p.add_argument("--workers", type=int, default=None, help="worker processes (default: all local cores)")
+    p.add_argument("--start", type=int, default=0, help="first sample index of this shard (default 0)")
+    p.add_argument("--stop", type=int, default=None, help="one past the last sample index of this shard (default --samples)")
+    p.add_argument("--dtype", choices=("float64", "float32"), default="float64", help="stored floating type")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def register(subparsers) -> argparse.ArgumentParser:
+    """Add the ``data`` sub-command (with ``burgers``, ``darcy``, ``info``) to an argparse subparsers object.
+
+    Each leaf parser sets ``func``, a callable ``(args) -> int`` (the exit status).
+    """
+    data = subparsers.add_parser("data", help="generate or inspect data sets",
+                                 description="Generate the paper's data sets (deterministic, parallel, resumable, shardable).")
+    sub = data.add_subparsers(dest="data_command", required=True, metavar="{burgers,darcy,info}")
+
+    b = sub.add_parser("burgers", help="Burgers R10 data set (initial condition a -> u(., T))",
+                       description="Burgers u_t + u u_x = nu u_xx; default: the FNO R10 recipe (see docs/data.md).")
+    _common(b, BURGERS_R10)
+    b.add_argument("--domain", choices=("2pi", "unit"), default=BURGERS_R10["domain"],
+                   help="period of the PDE: 2pi (R10 as measured, default) or unit (the paper's literal text)")
+    b.add_argument("--nu", type=float, default=BURGERS_R10["nu"], help="viscosity (default 0.1)")
+    b.add_argument("--t-final", type=float, default=BURGERS_R10["t_final"], help="final time (default 1)")
+    g = BURGERS_R10["grf"]
+    b.add_argument("--sigma", type=float, default=g["sigma"], help="GRF sigma (default 25)")
+    b.add_argument("--tau", type=float, default=g["tau"], help="GRF tau (default 5)")
+    b.add_argument("--gamma", type=float, default=g["gamma"], help="GRF gamma (default 2)")
+    b.add_argument("--modes", type=int, default=g["modes"], help="keep Fourier modes 1..K of the IC; 0 keeps all (default 20)")
+    b.add_argument("--steps", type=int, default=BURGERS_R10["steps"], help="ETDRK4 steps over [0, T] (default 400)")
+    b.add_argument("--solve-resolution", type=int, default=BURGERS_R10["solve_resolution"],
+                   help="internal Fourier points, 0 = the output resolution (default 512)")
+    b.set_defaults(func=_run_burgers)
+
+    d = sub.add_parser("darcy", help="Darcy piececonst data set (coefficient -> solution)",
+                       description="Darcy -div(a grad u) = 1, a in {12, 3}; default: the FNO piececonst r421 recipe.")
+    _common(d, DARCY_R421)
+    d.add_argument("--split", choices=("train", "test"), default="train",
+                   help="train (random stream 0) or test (stream 1, independent of train)")
+    d.add_argument("--alpha", type=float, default=DARCY_R421["grf"]["alpha"], help="GRF alpha (default 2)")
+    d.add_argument("--tau", type=float, default=DARCY_R421["grf"]["tau"], help="GRF tau (default 3)")
+    d.add_argument("--high", type=float, default=DARCY_R421["high"], help="a where psi >= 0 (default 12)")
+    d.add_argument("--low", type=float, default=DARCY_R421["low"], help="a where psi < 0 (default 3)")
+    d.add_argument("--grid", choices=("cell", "node"), default=DARCY_R421["grid"],
+                   help="cell: cell centres with the spline round trip of the original (default); node: node grid")
+    d.add_argument("--face", choices=("arithmetic", "harmonic"), default=DARCY_R421["face"], help="face coefficient")
+    d.add_argument("--solver", choices=("direct", "amg"), default=DARCY_R421["solver"],
+                   help="sparse direct (default) or pyamg AMG-CG (needs pyamg)")
+    d.set_defaults(func=_run_darcy)
+
+    i = sub.add_parser("info", help="print the recipe and progress of data files")
+    i.add_argument("files", nargs="+", help="opformer data files (FILE or FILE.partial)")
+    i.set_defaults(func=_run_info)
+    return data
+
+
+def _terminate(signum, frame):  # SIGTERM (a cluster's time limit, kill): stop like Ctrl-C, keeping finished samples
+    raise KeyboardInterrupt
+
+
+def _generate(args, recipe: dict) -> int:
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _terminate)
+    try:
+        path = generate_dataset(recipe, args.out, start=args.start, stop=args.stop, workers=args.workers,
+                        progress=not args.no_progress)
+    except DataError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"interrupted: the finished samples are kept in {args.out}.partial; run the same command to resume",
+              file=sys.stderr)
+        return 130
+    print(f"wrote {path}")
+    return 0
+
+
+def _run_burgers(args) -> int:
+    try:
+        recipe = make_recipe(
+            "burgers", n_samples=args.samples, resolution=args.resolution, seed=args.seed, domain=args.domain,
+            nu=args.nu, t_final=args.t_final, steps=args.steps,
+            solve_resolution=args.solve_resolution or None, dtype=args.dtype,
+            grf={"sigma": args.sigma, "tau": args.tau, "gamma": args.gamma, "modes": args.modes or None},
+        )
+    except DataError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return _generate(args, recipe)
+
+
+def _run_darcy(args) -> int:
+    try:
+        recipe = make_recipe(
+            "darcy", n_samples=args.samples, resolution=args.resolution, seed=args.seed, split=args.split,
+            grid=args.grid, face=args.face, solver=args.solver, high=args.high, low=args.low, dtype=args.dtype,
+            grf={"alpha": args.alpha, "tau": args.tau},
+        )
+    except DataError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return _generate(args, recipe)
+
+
+def _run_info(args) -> int:
+    import json
+
+    from .storage import read_header
+
+    status = 0
+    for name in args.files:
+        try:
+            h = read_header(name)
+        except DataError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            status = 2
+            continue
+        total = h["stop"] - h["start"]
+        state = "complete" if h["complete"] else "unfinished"
+        print(f"{name}: {h['problem']}, samples [{h['start']}, {h['stop']}) of {h['n_samples']}, "
+              f"{h['n_done']}/{total} written ({state}), opformer {h['opformer_version']}")
+        print("  recipe: " + json.dumps(h["recipe"], sort_keys=True))
+    return status
+
+
+def main(argv=None) -> int:
+    """Stand-alone entry point (``python -m opformer.data.cli burgers ...``) with the same arguments."""
+    parser = argparse.ArgumentParser(prog="opformer")
+    sub = parser.add_subparsers(dest="command", required=True)
+    register(sub)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] != "data":
+        argv = ["data", *argv]
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,315 @@
+"""Readers: opformer HDF5 files (one or several shards), the original FNO ``.mat`` files, and a user's arrays.
+
+Supported inputs, each holding arrays whose first axis indexes samples:
+
+* opformer data files (``.h5``/``.hdf5`` with ``format = opformer-dataset/1``): one file, a list of shard
+  files, or a glob pattern (``"data/burgers_*.h5"``). Shards are concatenated by their global sample index;
+  their recipes must agree and their ranges must be disjoint and contiguous.
+* MATLAB ``.mat``: v5 through ``scipy.io.loadmat``; v7.3 (an HDF5 file) through h5py, where MATLAB's
+  column-major arrays appear with their axes reversed, so they are transposed back (a MATLAB (N, 421, 421)
+  array is stored as (421, 421, N)).
+* A user's arrays: ``.h5``/``.hdf5`` (datasets by name, C order, not transposed), ``.npz`` (``np.savez``) and
+  ``.pt`` (``torch.save`` of a dict of tensors, loaded with ``weights_only=True``: numpy values are refused
+  by that safe loader, convert them to tensors).
+
+Every problem is reported as :class:`opformer.data.DataError` naming the file, the key and the expected
+versus found shape.
+"""
+
+from __future__ import annotations
+
+import glob as _glob
+import itertools
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+from .errors import DataError
+from .storage import FORMAT, canonical_recipe, read_header, recipe_diff
+
+__all__ = ["ArraySource", "open_source", "load_arrays", "resolve_paths"]
+
+_HDF5_SUFFIXES = (".h5", ".hdf5", ".hdf")
+
+
+def resolve_paths(paths) -> list[Path]:
+    """Expand one path, a glob pattern or a sequence of them into a list of existing files (sorted per pattern)."""
+    items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    if not items:
+        raise DataError("no data file given")
+    out: list[Path] = []
+    for item in items:
+        text = os.fspath(item)
+        if any(ch in text for ch in "*?["):
+            matches = sorted(_glob.glob(text))
+            if not matches:
+                raise DataError(f"{text}: no file matches this pattern")
+            out += [Path(m) for m in matches]
+        else:
+            path = Path(text)
+            if not path.exists():
+                hint = ""
+                if Path(text + ".partial").exists():
+                    hint = f" (an unfinished generation {text}.partial exists: run the generation again to resume it)"
+                raise DataError(f"{path}: file not found{hint}")
+            if path.is_dir():
+                raise DataError(f"{path}: is a directory, expected a data file")
+            out.append(path)
+    return out
+
+
+class _File:
+    """One file: a lazy HDF5 reader (opformer or v7.3 or plain) or an in-memory dict."""
+
+    def __init__(self, path: Path, keys: Sequence[str]):
+        self.path = path
+        self.keys = tuple(keys)
+        self.memory: dict[str, np.ndarray] | None = None
+        self.transposed = False
+        self.header: dict | None = None
+        self.coords: dict[str, np.ndarray] = {}
+        suffix = path.suffix.lower()
+        if suffix == ".partial":  # an unfinished opformer generation (reported as such below)
+            suffix = Path(path.stem).suffix.lower() or ".h5"
+        if suffix == ".mat":
+            if h5py.is_hdf5(path):
+                self.transposed = True
+                self._probe_hdf5()
+            else:
+                self._load_mat_v5()
+        elif suffix in _HDF5_SUFFIXES:
+            self._probe_hdf5()
+        elif suffix == ".npz":
+            self._load_npz()
+        elif suffix == ".pt":
+            self._load_pt()
+        else:
+            raise DataError(f"{path}: unsupported file type {suffix!r}; expected .h5/.hdf5, .mat, .npz or .pt")
+        self._check_samples()
+
+    # -- opening ---------------------------------------------------------------------------------------------
+    def _missing(self, available) -> None:
+        available = sorted(str(k) for k in available)
+        for key in self.keys:
+            if key not in available:
+                raise DataError(f"{self.path}: key {key!r} not found; available keys: {available}")
+
+    def _probe_hdf5(self) -> None:
+        try:
+            with h5py.File(self.path, "r") as h5:
+                if h5.attrs.get("format") == FORMAT:
+                    self.header = read_header(self.path)
+                    n = self.header["stop"] - self.header["start"]
+                    if not self.header["complete"] or self.header["n_done"] != n:
+                        raise DataError(
+                            f"{self.path}: incomplete data file ({self.header['n_done']} of {n} samples written); "
+                            f"finish the generation first"
+                        )
+                    self.coords = {k: h5[k][...] for k in ("x", "y") if k in h5}
+                self._missing([k for k in h5 if isinstance(h5[k], h5py.Dataset)])
+                self.shapes = {}
+                for key in self.keys:
+                    shape = tuple(h5[key].shape)
+                    self.shapes[key] = shape[::-1] if self.transposed else shape
+        except OSError as exc:
+            raise DataError(f"{self.path}: cannot be read as HDF5 ({exc})") from exc
+
+    def _load_mat_v5(self) -> None:
+        import scipy.io
+
+        try:
+            data = scipy.io.loadmat(self.path, variable_names=list(self.keys))
+        except Exception as exc:  # scipy raises several types for corrupt files
+            raise DataError(f"{self.path}: cannot be read as a MATLAB file ({exc})") from exc
+        names = [k for k in data if not k.startswith("__")]
+        if any(k not in names for k in self.keys):
+            names = [entry[0] for entry in scipy.io.whosmat(self.path)]
+            self._missing(names)
+        self._set_memory({k: data[k] for k in self.keys})
+
+    def _load_npz(self) -> None:
+        try:
+            with np.load(self.path, allow_pickle=False) as data:
+                self._missing(data.files)
+                self._set_memory({k: data[k] for k in self.keys})
+        except (OSError, ValueError) as exc:
+            raise DataError(f"{self.path}: cannot be read as .npz ({exc})") from exc
+
+    def _load_pt(self) -> None:
+        import torch
+
+        try:
+            data = torch.load(self.path, map_location="cpu", weights_only=True)
+        except Exception as exc:
+            raise DataError(f"{self.path}: cannot be read with torch.load(weights_only=True) ({exc})") from exc
+        if not isinstance(data, dict):
+            raise DataError(f"{self.path}: expected a dict of named tensors or arrays, found {type(data).__name__}")
+        self._missing(list(data))
+        arrays = {}
+        for key in self.keys:
+            value = data[key]
+            arrays[key] = value.detach().cpu().double().numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
+        self._set_memory(arrays)
+
+    def _set_memory(self, arrays: dict) -> None:
+        self.memory = {}
+        for key, value in arrays.items():
+            value = np.asarray(value)
+            if not np.issubdtype(value.dtype, np.number) or np.issubdtype(value.dtype, np.complexfloating):
+                raise DataError(f"{self.path}: key {key!r} expected a real numeric array, found dtype {value.dtype}")
+            self.memory[key] = value
+        self.shapes = {k: tuple(v.shape) for k, v in self.memory.items()}
+
+    def _check_samples(self) -> None:
+        first = self.keys[0]
+        for key in self.keys:
+            if len(self.shapes[key]) < 1:
+                raise DataError(f"{self.path}: key {key!r} expected an array with a sample axis, found shape {self.shapes[key]}")
+            if self.shapes[key][0] != self.shapes[first][0]:
+                raise DataError(
+                    f"{self.path}: key {key!r} has {self.shapes[key][0]} samples (shape {self.shapes[key]}), "
+                    f"expected {self.shapes[first][0]} like key {first!r} (shape {self.shapes[first]})"
+                )
+
+    @property
+    def n_samples(self) -> int:
+        return self.shapes[self.keys[0]][0]
+
+    # -- reading ---------------------------------------------------------------------------------------------
+    def read(self, key: str, lo: int, hi: int) -> np.ndarray:
+        if self.memory is not None:
+            out = self.memory[key][lo:hi]
+        else:
+            with h5py.File(self.path, "r") as h5:
+                ds = h5[key]
+                if self.transposed:
+                    out = np.transpose(ds[..., lo:hi])
+                else:
+                    out = ds[lo:hi]
+        return np.asarray(out, dtype=np.float64)
+
+
+class ArraySource:
+    """Named sample arrays of one data set, read by global sample index without loading everything.
+
+    Attributes:
+        paths: the files, in index order.
+        keys: the array names.
+        n_samples: the number of samples.
+        shapes: ``{key: (n_samples, *sample_shape)}``.
+        first_index: global index of sample 0 (the ``start`` of the first shard; 0 for other files).
+        recipe: the generation recipe (dict) of opformer files, else ``None``.
+        coords: ``{"x": (n,), "y": (n,)}`` stored grid coordinates of opformer files, else ``{}``.
+        kind: ``"opformer"``, ``"mat"`` or ``"arrays"``.
+    """
+
+    def __init__(self, paths, keys: Sequence[str]):
+        self.paths = resolve_paths(paths)
+        self.keys = tuple(keys)
+        if not self.keys:
+            raise DataError("no keys given")
+        files = [_File(p, self.keys) for p in self.paths]
+        self.recipe = None
+        self.coords: dict[str, np.ndarray] = {}
+        self.first_index = 0
+        if any(f.header is not None for f in files):
+            self.kind = "opformer"
+            self._check_shards(files)
+            self.recipe = files[0].header["recipe"]
+            self.coords = files[0].coords
+            self.first_index = files[0].header["start"]
+        else:
+            if len(files) > 1:
+                raise DataError(
+                    f"several files ({[str(p) for p in self.paths]}) can only be read as one data set if they are "
+                    f"opformer shards; read other files one by one"
+                )
+            self.kind = "mat" if self.paths[0].suffix.lower() == ".mat" else "arrays"
+        self._files = files
+        self._offsets = np.cumsum([0] + [f.n_samples for f in files])
+        self.n_samples = int(self._offsets[-1])
+        first = files[0]
+        for f in files[1:]:
+            for key in self.keys:
+                if f.shapes[key][1:] != first.shapes[key][1:]:
+                    raise DataError(f"{f.path}: key {key!r} sample shape {f.shapes[key][1:]}, expected {first.shapes[key][1:]} like {first.path}")
+        self.shapes = {k: (self.n_samples, *first.shapes[k][1:]) for k in self.keys}
+
+    def _check_shards(self, files: list[_File]) -> None:
+        for f in files:
+            if f.header is None:
+                raise DataError(f"{f.path}: not an opformer data file; it cannot be combined with the shards {[str(g.path) for g in files if g.header]}")
+        files.sort(key=lambda f: f.header["start"])
+        ref = files[0]
+        for f in files[1:]:
+            diffs = recipe_diff(ref.header["recipe"], f.header["recipe"])
+            if diffs:
+                raise DataError(f"{f.path}: recipe differs from {ref.path} ({'; '.join(diffs)}); shards must share one recipe")
+        for prev, nxt in itertools.pairwise(files):
+            a, b = prev.header, nxt.header
+            if b["start"] < a["stop"]:
+                raise DataError(f"{nxt.path}: samples [{b['start']}, {b['stop']}) overlap {prev.path} [{a['start']}, {a['stop']})")
+            if b["start"] > a["stop"]:
+                raise DataError(f"{nxt.path}: starts at sample {b['start']} but {prev.path} stops at {a['stop']}; samples [{a['stop']}, {b['start']}) are missing")
+        self._canonical = canonical_recipe(ref.header["recipe"])
+
+    def describe(self) -> str:
+        """Short name for messages: the file, or the first file and the count."""
+        return str(self.paths[0]) if len(self.paths) == 1 else f"{self.paths[0]} (+{len(self.paths) - 1} shards)"
+
+    def read(self, key: str, indices) -> np.ndarray:
+        """Samples ``indices`` (local positions 0..n_samples-1, any order) of ``key`` as float64 ``(len, *shape)``.
+
+        Raises :class:`DataError` naming the file, key and sample if a value is NaN or infinite.
+        """
+        if key not in self.keys:
+            raise DataError(f"{self.describe()}: key {key!r} was not opened; opened keys: {list(self.keys)}")
+        idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+        if idx.size and (idx.min() < 0 or idx.max() >= self.n_samples):
+            raise DataError(f"{self.describe()}: sample indices must be in [0, {self.n_samples}), found {idx.min()}..{idx.max()}")
+        out = np.empty((idx.size, *self.shapes[key][1:]), dtype=np.float64)
+        if idx.size == 0:
+            return out
+        order = np.argsort(idx, kind="stable")
+        sorted_idx = idx[order]
+        pos = 0
+        # read contiguous runs inside each file as one slice
+        breaks = np.flatnonzero(np.diff(sorted_idx) != 1) + 1
+        for run in np.split(sorted_idx, breaks):
+            lo_run, hi_run = int(run[0]), int(run[-1]) + 1
+            while lo_run < hi_run:
+                fi = int(np.searchsorted(self._offsets, lo_run, side="right") - 1)
+                f = self._files[fi]
+                lo, hi = lo_run - self._offsets[fi], min(hi_run, self._offsets[fi + 1]) - self._offsets[fi]
+                block = f.read(key, int(lo), int(hi))
+                bad = ~np.isfinite(block.reshape(block.shape[0], -1)).all(axis=1)
+                if bad.any():
+                    which = np.flatnonzero(bad)[:5] + lo
+                    raise DataError(f"{f.path}: key {key!r} contains NaN or inf in sample(s) {which.tolist()} (shape {f.shapes[key]})")
+                out[pos : pos + block.shape[0]] = block
+                pos += block.shape[0]
+                lo_run += hi - lo
+        result = np.empty_like(out)
+        result[order] = out
+        return result
+
+
+def open_source(paths, keys: Sequence[str]) -> ArraySource:
+    """Open a data set for reading by sample index; see :class:`ArraySource` and the module doc for the formats."""
+    return ArraySource(paths, keys)
+
+
+def load_arrays(path, keys: Sequence[str] = ("a", "u")) -> dict[str, np.ndarray]:
+    """Load whole named arrays ``{key: float64 array (n_samples, ...)}`` from any supported file (or shard set).
+
+    Examples: ``load_arrays("burgers_data_R10.mat", keys=("a", "u"))``,
+    ``load_arrays("my_data.npz", keys=("coeff", "sol"))``, ``load_arrays("shards/darcy_*.h5", ("coeff", "sol"))``.
+    """
+    if isinstance(keys, str):
+        keys = (keys,)
+    source = ArraySource(path, keys)
+    everything = np.arange(source.n_samples)
+    return {k: source.read(k, everything) for k in source.keys}

@@ -1,0 +1,106 @@
+"""PNG plots of results: predictions against targets with the pointwise error, and training curves."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_predictions(path, inputs, targets, preds, problem: str, errors=None, title: str = "") -> Path:
+    """One column per sample.  1D: input/target/prediction over x, pointwise error below.  2D forward: coefficient,
+    target, prediction, error.  Inverse: noisy input, true and recovered coefficient, error.
+    Arrays: (samples, n, 1) or (samples, n, n, 1)."""
+    plt = _plt()
+    inputs, targets, preds = (np.asarray(a) for a in (inputs, targets, preds))
+    k = len(preds)
+    if preds.ndim == 3:  # 1D
+        fig, axes = plt.subplots(2, k, figsize=(4 * k, 5), squeeze=False, gridspec_kw={"height_ratios": [3, 1.4]})
+        for j in range(k):
+            x = np.arange(preds.shape[1]) / preds.shape[1]
+            ax = axes[0, j]
+            ax.plot(x, inputs[j, :, 0], color="0.6", lw=1, ls="--", label="input $u_0$")
+            ax.plot(x, targets[j, :, 0], color="k", lw=1.5, label="target $u(\\cdot,1)$")
+            ax.plot(x, preds[j, :, 0], color="C3", lw=1, label="prediction")
+            rel = "" if errors is None else f"rel. L2 {errors[j]:.2e}"
+            ax.set_title(f"sample {j}  {rel}", fontsize=9)
+            if j == 0:
+                ax.legend(fontsize=7)
+            axes[1, j].plot(x, preds[j, :, 0] - targets[j, :, 0], color="C0", lw=1)
+            axes[1, j].set_xlabel("x")
+            axes[1, j].set_title("pointwise error", fontsize=8)
+    else:
+        names = (
+            ["coefficient a", "target u", "prediction", "error"]
+            if problem == "darcy"
+            else ["noisy input u", "true a", "recovered a", "error"]
+        )
+        fig, axes = plt.subplots(k, 4, figsize=(13, 3.1 * k), squeeze=False)
+        for j in range(k):
+            panels = [inputs[j, ..., 0], targets[j, ..., 0], preds[j, ..., 0], preds[j, ..., 0] - targets[j, ..., 0]]
+            vmin, vmax = float(targets[j].min()), float(targets[j].max())
+            for i, (ax, img) in enumerate(zip(axes[j], panels)):
+                kw = {"vmin": vmin, "vmax": vmax} if i in (1, 2) else {}
+                im = ax.imshow(img.T, origin="lower", extent=(0, 1, 0, 1), cmap="RdBu_r" if i == 3 else "viridis",
+                               **kw)
+                fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
+                rel = f" (rel. L2 {errors[j]:.2e})" if (errors is not None and i == 2) else ""
+                ax.set_title(names[i] + rel, fontsize=8)
+                ax.set_xticks([])
+                ax.set_yticks([])
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def read_metrics_csv(path) -> dict[str, list[tuple[int, float]]]:
+    """Lightning CSVLogger metrics.csv -> {metric: [(epoch, value), ...]} (epoch-level values only)."""
+    out: dict[str, list[tuple[int, float]]] = {}
+    with open(path) as fh:
+        for row in csv.DictReader(fh):
+            epoch = row.get("epoch")
+            if epoch in (None, ""):
+                continue
+            for key, val in row.items():
+                if key in ("epoch", "step") or val in (None, "") or key.endswith("_step"):
+                    continue
+                out.setdefault(key, []).append((int(float(epoch)), float(val)))
+    return out
+
+
+def plot_curves(path, metrics: dict[str, list[tuple[int, float]]], title: str = "") -> Path:
+    """Training loss and validation error per epoch on a log scale."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    for key, label in (("train_loss_epoch", "train loss (L2 + H1)"), ("train_rel_l2", "train rel. L2"),
+                       ("val_rel_l2", "validation rel. L2"), ("test_rel_l2_selection", "test rel. L2 (selection)")):
+        if key in metrics:
+            e, v = zip(*sorted(dict(metrics[key]).items()))
+            ax.semilogy(np.asarray(e) + 1, v, label=label, marker="." if len(e) < 30 else None)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("relative error")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    if title:
+        ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

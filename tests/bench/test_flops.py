@@ -1,0 +1,41 @@
+"""FLOP counts (torch.utils.flop_counter) obey the asymptotic costs of the paper: Galerkin attention is linear in n,
+Fourier attention quadratic (section 4: O(n d^2) vs O(n^2 d))."""
+
+import pytest
+import torch
+
+from opformer.bench.cases import attention_case, build_case
+from opformer.bench.measure import count_flops, fwd_bwd_step
+from opformer.nn import fourier_attention, galerkin_attention
+
+
+def _kernel_flops(kernel, n, b=2, h=2, d=8):
+    q, k, v = (torch.randn(b, h, n, d, requires_grad=True) for _ in range(3))
+    return count_flops(lambda: kernel(q, k, v).square().sum().backward())
+
+
+def test_galerkin_kernel_flops_grow_4x_when_n_grows_4x():
+    assert _kernel_flops(galerkin_attention, 256) == 4 * _kernel_flops(galerkin_attention, 64)
+
+
+def test_fourier_kernel_flops_grow_16x_when_n_grows_4x():
+    assert _kernel_flops(fourier_attention, 256) == 16 * _kernel_flops(fourier_attention, 64)
+
+
+def _layer_flops(kind, n):
+    module, inputs = build_case(attention_case(kind, n, d_model=16, n_heads=2, batch=1))
+    return count_flops(fwd_bwd_step(module, *inputs))
+
+
+@pytest.mark.parametrize("kind,order", [("galerkin", 1), ("linear", 1), ("fourier", 2)])
+def test_encoder_layer_flops_are_a_polynomial_of_the_attention_order_in_n(kind, order):
+    """A whole layer costs a n + b n^2 FLOPs (b = 0 for linear-cost kinds): fit a, b on n, 2n; predict 4n exactly."""
+    n = 64
+    f1, f2, f4 = (_layer_flops(kind, m) for m in (n, 2 * n, 4 * n))
+    b = (f2 - 2 * f1) / (2 * n * n)  # f(2n) - 2 f(n) = 2 b n^2
+    a = (f1 - b * n * n) / n
+    assert f4 == pytest.approx(a * 4 * n + b * 16 * n * n, rel=1e-12)
+    if order == 1:
+        assert b == 0 and f4 == 4 * f1
+    else:
+        assert b > 0 and f4 > 4 * f1

@@ -1,0 +1,64 @@
+"""The `opformer data` sub-command, driven through `register` with the top-level parser's layout."""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+import pytest
+
+from opformer.data import load_arrays, read_header
+from opformer.data.cli import register
+
+
+def _run(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="opformer")
+    sub = parser.add_subparsers(dest="command", required=True)
+    register(sub)
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+def test_burgers_command_writes_the_requested_recipe(tmp_path, capsys):
+    out = tmp_path / "b.h5"
+    argv = ["data", "burgers", "--samples", "6", "--resolution", "64", "--out", str(out), "--seed", "3",
+            "--workers", "1", "--steps", "20", "--solve-resolution", "0", "--modes", "10", "--domain", "unit"]
+    assert _run(argv) == 0
+    recipe = read_header(out)["recipe"]
+    assert (recipe["seed"], recipe["domain"], recipe["solve_resolution"], recipe["grf"]["modes"]) == (3, "unit", None, 10)
+    assert load_arrays(out)["u"].shape == (6, 64)
+    assert "wrote" in capsys.readouterr().out
+    assert _run(argv) == 0  # a complete file with the same recipe: nothing to do
+
+
+def test_darcy_command_shards_and_split(tmp_path):
+    common = ["data", "darcy", "--samples", "4", "--resolution", "13", "--workers", "2", "--split", "test", "--no-progress"]
+    assert _run(common + ["--out", str(tmp_path / "d0.h5"), "--start", "0", "--stop", "2"]) == 0
+    assert _run(common + ["--out", str(tmp_path / "d1.h5"), "--start", "2", "--stop", "4"]) == 0
+    assert _run(common + ["--out", str(tmp_path / "whole.h5"), "--workers", "1"]) == 0
+    shards = load_arrays(str(tmp_path / "d?.h5"), ("coeff", "sol"))
+    whole = load_arrays(tmp_path / "whole.h5", ("coeff", "sol"))
+    np.testing.assert_array_equal(shards["sol"], whole["sol"])
+    assert read_header(tmp_path / "whole.h5")["recipe"]["split"] == "test"
+
+
+def test_errors_are_reported_with_exit_status_2(tmp_path, capsys):
+    assert _run(["data", "burgers", "--out", str(tmp_path / "x.h5"), "--resolution", "16"]) == 2
+    assert "grf.modes" in capsys.readouterr().err
+    assert _run(["data", "darcy", "--out", str(tmp_path / "nodir" / "x.h5"), "--resolution", "9", "--samples", "1"]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_info_command_prints_recipe_and_progress(tmp_path, capsys):
+    out = tmp_path / "d.h5"
+    assert _run(["data", "darcy", "--samples", "2", "--resolution", "9", "--out", str(out), "--workers", "1"]) == 0
+    capsys.readouterr()
+    assert _run(["data", "info", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "darcy, samples [0, 2) of 2, 2/2 written (complete)" in text and '"resolution": 9' in text
+    assert _run(["data", "info", str(tmp_path / "none.h5")]) == 2
+
+
+def test_data_requires_a_sub_command():
+    with pytest.raises(SystemExit):
+        _run(["data"])
