@@ -36,7 +36,7 @@ def _fmt_bytes(b) -> str:
 
 
 def _log(rec: dict) -> None:
-    label = rec.get("kind") or rec.get("preset")
+    label = rec.get("preset") or rec.get("kind")
     if rec.get("impl") == "reference":
         label += " [ref]"
     if rec.get("chunk_size"):
@@ -64,7 +64,7 @@ def _finish(records: list[dict], args) -> int:
         from .plot import plot_records
 
         slopes = plot_records(records, args.plot)
-        print(f"wrote {args.plot}; log-log slopes (largest 3 n): "
+        print(f"wrote {args.plot}; log-log slopes (two largest n): "
               + ", ".join(f"{k}: time {v.get('seconds_fwd_bwd') or float('nan'):.2f} "
                           f"memory {v.get('peak_memory_bytes') or float('nan'):.2f}" for k, v in slopes.items()))
     failed = [r for r in records if r["status"] == "failed"]

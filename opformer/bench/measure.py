@@ -88,9 +88,31 @@ def count_flops(fn: Callable[[], object]) -> int:
     """
     from torch.utils.flop_counter import FlopCounterMode
 
-    with FlopCounterMode(display=False) as counter:
+    with FlopCounterMode(display=False, custom_mapping=_extra_flop_formulas()) as counter:
         fn()
     return int(counter.get_total_flops())
+
+
+def _extra_flop_formulas() -> dict:
+    """FLOP formulas the counter lacks: PyTorch's CPU fused softmax attention (same count as its CUDA kernels)."""
+    from torch.utils import flop_counter as fc
+
+    extra = {}
+    fwd = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
+    bwd = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu_backward", None)
+    if fwd is not None and hasattr(fc, "sdpa_flop_count"):
+
+        def fwd_flops(query, key, value, *args, out_shape=None, **kwargs) -> int:
+            return fc.sdpa_flop_count(query, key, value)
+
+        extra[fwd] = fwd_flops
+    if bwd is not None and hasattr(fc, "sdpa_backward_flop_count"):
+
+        def bwd_flops(grad_out, query, key, value, *args, out_shape=None, **kwargs) -> int:
+            return fc.sdpa_backward_flop_count(grad_out, query, key, value)
+
+        extra[bwd] = bwd_flops
+    return extra
 
 
 def matmul_rate(

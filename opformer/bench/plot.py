@@ -8,8 +8,8 @@ from typing import Optional
 __all__ = ["loglog_slope", "plot_records"]
 
 
-def loglog_slope(ns, values, tail: int = 3) -> Optional[float]:
-    """Least-squares slope of log(value) against log(n) over the ``tail`` largest n (the asymptotic order)."""
+def loglog_slope(ns, values, tail: int = 2) -> Optional[float]:
+    """Least-squares slope of log(value) against log(n) over the ``tail`` largest n (default: the two largest, the asymptotic order)."""
     pts = sorted((n, v) for n, v in zip(ns, values) if v is not None and v > 0)[-tail:]
     if len(pts) < 2:
         return None

@@ -190,8 +190,9 @@ def train(cfg: dict, out, *, resume: bool = False, overwrite: bool = False, prog
     best_cb = L.pytorch.callbacks.ModelCheckpoint(ckdir, filename="best", monitor=monitor, mode="min", save_top_k=1,
                                                   enable_version_counter=False)
     every = t["checkpoint_every_n_steps"] or None
-    last_cb = L.pytorch.callbacks.ModelCheckpoint(ckdir, save_last=True, save_top_k=0, every_n_train_steps=every,
-                                                  enable_version_counter=False)
+    # "last.ckpt", rewritten at the end of every epoch (or every N steps): the resume point
+    last_cb = L.pytorch.callbacks.ModelCheckpoint(ckdir, filename="last", monitor=None, save_top_k=1,
+                                                  every_n_train_steps=every, enable_version_counter=False)
     trainer = _trainer(cfg, out, progress, [best_cb, last_cb])
     dm = _DataModule(bundle, cfg)
     trainer.fit(module, datamodule=dm, ckpt_path=ckpt_path)

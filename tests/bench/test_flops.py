@@ -39,3 +39,10 @@ def test_encoder_layer_flops_are_a_polynomial_of_the_attention_order_in_n(kind, 
         assert b == 0 and f4 == 4 * f1
     else:
         assert b > 0 and f4 > 4 * f1
+
+
+def test_softmax_kernel_flops_are_counted_and_grow_16x():
+    """PyTorch's fused CPU softmax attention is counted (the stock counter has no formula for it)."""
+    f1 = _kernel_flops(lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(q, k, v), 64)
+    assert f1 > 0
+    assert _kernel_flops(lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(q, k, v), 256) == 16 * f1

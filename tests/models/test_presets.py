@@ -11,9 +11,12 @@ KINDS = ("gt", "ft", "st", "lt")
 EXPECTED = {"burgers": 530_305, "darcy": 2_220_829, "darcy-inverse": 2_383_873, "fno1d": 549_569, "fno2d": 2_368_001}
 
 
+def _experiment(name: str) -> str:
+    return name.rsplit("-", 2)[0] if name.endswith("-regular") else name.rsplit("-", 1)[0]
+
+
 def _budget(name: str) -> int:
-    exp = name.rsplit("-", 2)[0] if name.endswith("-regular") else name.rsplit("-", 1)[0]
-    attention, fno = PAPER_PARAMETERS[exp]
+    attention, fno = PAPER_PARAMETERS[_experiment(name)]
     return fno if name.endswith("-fno") else attention
 
 
@@ -30,12 +33,8 @@ def test_parameter_count_is_within_5_percent_of_the_paper(name):
     n = count_parameters(build_model(name))
     assert abs(n - _budget(name)) <= 0.05 * _budget(name), (name, n, _budget(name))
     # the layer sizes follow the reference exactly, so the counts are equal, not only close
-    key = ("fno1d" if name == "burgers-fno" else "fno2d") if name.endswith("-fno") else _budget_key(name)
+    key = ("fno1d" if name == "burgers-fno" else "fno2d") if name.endswith("-fno") else _experiment(name)
     assert n == EXPECTED[key]
-
-
-def _budget_key(name):
-    return name.rsplit("-", 2)[0] if name.endswith("-regular") else name.rsplit("-", 1)[0]
 
 
 def test_presets_carry_the_reference_choices():

@@ -1,0 +1,158 @@
+"""End-to-end training facts: outputs, determinism, exact resume after kill -9, DDP = one process, bad input."""
+
+import json
+import random
+import signal
+import subprocess
+import time
+
+import pytest
+import torch
+import yaml
+
+from opformer.cli import main
+from opformer.train.config import apply_overrides, load_preset, resolve
+from opformer.train.module import DivergenceError
+from opformer.train.run import RunDirError, evaluate, train
+
+from .conftest import PYTHON, cli_env
+
+
+def _cfg(path, **over):
+    return resolve(apply_overrides(resolve(load_preset(str(path))), over))
+
+
+def test_train_writes_run_and_two_seeded_runs_agree(tiny_config, tmp_path):
+    """A run writes checkpoints, metrics.json, the resolved config, CSV/TensorBoard logs and PNG plots; the same
+    seed on CPU gives the same metrics (deterministic training)."""
+    a = train(_cfg(tiny_config), tmp_path / "a", progress=False)
+    b = train(_cfg(tiny_config), tmp_path / "b", progress=False)
+    for key in ("val_rel_l2", "test_rel_l2", "epochs", "seconds", "parameters", "preset", "seed", "version"):
+        assert key in a, key
+    assert a["epochs"] == 3 and a["n_train"] == 24 and a["n_val"] == 8 and a["n_test"] == 8
+    assert a["val_rel_l2"] == b["val_rel_l2"] and a["test_rel_l2"] == b["test_rel_l2"]
+    assert 0 < a["test_rel_l2"] < 1.5
+    run = tmp_path / "a"
+    for rel in ("checkpoints/best.ckpt", "checkpoints/last.ckpt", "metrics.json", "config.yaml",
+                "logs/metrics.csv", "plots/predictions.png", "plots/training_curves.png"):
+        assert (run / rel).exists(), rel
+    assert list((run / "logs").glob("events.out.tfevents*")), "no TensorBoard log"
+    assert yaml.safe_load((run / "config.yaml").read_text())["model"]["d_model"] == 16
+    assert not list(run.rglob("*.tmp")), "a temporary file was left behind"
+    c = train(_cfg(tiny_config, seed=7), tmp_path / "c", progress=False)
+    assert c["test_rel_l2"] != a["test_rel_l2"]  # the seed matters
+
+
+def test_eval_at_another_resolution(tiny_config, tmp_path):
+    """A 1D model trained at n=64 evaluates at n=128 and 256 (its layers are resolution independent)."""
+    m = train(_cfg(tiny_config), tmp_path / "run", progress=False)
+    ck = tmp_path / "run" / "checkpoints" / "best.ckpt"
+    same = evaluate(ck, resolution=64)
+    assert same["test_rel_l2"] == pytest.approx(m["test_rel_l2"], rel=1e-5)
+    for n in (128, 256):
+        e = evaluate(ck, resolution=n, out=tmp_path / f"eval{n}")
+        assert e["resolution"] == n and e["test_rel_l2"] < 3 * m["test_rel_l2"] + 0.05
+        assert (tmp_path / f"eval{n}" / "plots" / "predictions.png").exists()
+
+
+def test_output_directory_holding_a_run_is_refused_unless_resume_or_overwrite(tiny_config, tmp_path):
+    out = tmp_path / "run"
+    train(_cfg(tiny_config, epochs=1), out, progress=False)
+    with pytest.raises(RunDirError, match=r"already holds a run .*--resume.*--overwrite"):
+        train(_cfg(tiny_config, epochs=1), out, progress=False)
+    with pytest.raises(RunDirError, match=r"holds a different run.*train.lr: 0.003 -> 0.001"):
+        train(_cfg(tiny_config, epochs=1, lr=1e-3), out, resume=True, progress=False)
+    m = train(_cfg(tiny_config, epochs=1, lr=1e-3), out, overwrite=True, progress=False)
+    assert json.loads((out / "metrics.json").read_text())["test_rel_l2"] == m["test_rel_l2"]
+
+
+def test_divergence_stops_with_epoch_and_last_finite_loss(tiny_config, tmp_path, monkeypatch):
+    """A non-finite loss stops training with a message naming the epoch and the last finite loss, and no
+    checkpoint is written for the diverged state."""
+    from opformer.train import module as M
+
+    calls = {"n": 0}  # 6 training steps + 2 validation batches per epoch: call 10 is epoch 1, step 7
+    real = M.rel_l2
+
+    def poisoned(pred, target):
+        calls["n"] += 1
+        out = real(pred, target)
+        return out * float("nan") if calls["n"] > 9 else out
+
+    monkeypatch.setattr(M, "rel_l2", poisoned)
+    with pytest.raises(DivergenceError, match=r"diverged at epoch 1 \(step 7\).*last finite loss was [0-9.]+ at epoch 1, step 6"):
+        train(_cfg(tiny_config), tmp_path / "run", progress=False)
+    for ck in (tmp_path / "run" / "checkpoints").glob("*.ckpt"):
+        state = torch.load(ck, map_location="cpu", weights_only=True)["state_dict"]
+        assert all(torch.isfinite(v).all() for v in state.values())
+
+
+def test_missing_or_wrong_problem_data_is_refused(tmp_path, capsys):
+    """A missing file, or 2D (Darcy-shaped) arrays given to a 1D Burgers preset, fail with the file and shapes."""
+    import numpy as np
+
+    code = main(["train", "burgers-gt", "--data", str(tmp_path / "missing.h5"), "--out", str(tmp_path / "y"),
+                 "--no-progress"])
+    assert code == 2 and "missing.h5" in capsys.readouterr().err
+    darcy_like = tmp_path / "darcy_like.npz"
+    np.savez(darcy_like, a=np.ones((4, 9, 9)), u=np.ones((4, 9, 9)))
+    code = main(["train", "burgers-gt", "--data", str(darcy_like), "--out", str(tmp_path / "z"), "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and "darcy_like.npz" in err and "(4, 9, 9)" in err, err
+
+
+def _cli(args, **kw):
+    return subprocess.Popen([PYTHON, "-m", "opformer", *args], env=cli_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, **kw)
+
+
+@pytest.mark.slow
+def test_kill_9_then_resume_gives_the_uninterrupted_metrics(tiny_config, tmp_path):
+    """kill -9 at an arbitrary moment after the first checkpoint; --resume ends with the same metrics."""
+    args = ["train", str(tiny_config), "--epochs", "150", "--no-progress"]
+    # the uninterrupted run goes through the same command and thread count (float sums depend on the threads)
+    ref = _cli(args + ["--out", str(tmp_path / "full")])
+    assert ref.wait(timeout=600) == 0, ref.stdout.read()[-3000:]
+    full = json.loads((tmp_path / "full" / "metrics.json").read_text())
+    out = tmp_path / "killed"
+    proc = _cli(args + ["--out", str(out)])
+    last = out / "checkpoints" / "last.ckpt"
+    deadline = time.time() + 240
+    while not last.exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    time.sleep(random.uniform(0.0, 0.3))
+    assert proc.poll() is None, "the run ended before it could be killed: " + proc.stdout.read()[-2000:]
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not (out / "metrics.json").exists()
+    epoch_at_kill = torch.load(last, map_location="cpu", weights_only=True)["epoch"]
+    assert epoch_at_kill < 140
+    res = _cli(args + ["--out", str(out), "--resume"])
+    log, _ = res.communicate(timeout=400)
+    assert res.returncode == 0, log[-3000:]
+    resumed = json.loads((out / "metrics.json").read_text())
+    assert resumed["epochs"] == 150
+    assert resumed["val_rel_l2"] == pytest.approx(full["val_rel_l2"], rel=1e-5, abs=1e-7)
+    assert resumed["test_rel_l2"] == pytest.approx(full["test_rel_l2"], rel=1e-5, abs=1e-7)
+
+
+@pytest.mark.slow
+def test_ddp_two_cpu_processes_match_one_process(tiny_config, tmp_path):
+    """torchrun with 2 gloo processes (each half of every batch, gradients averaged) = 1 process, within float
+    tolerance: the sampler shards each single-process batch exactly over the ranks."""
+    cfg_path = tmp_path / "nodrop.yaml"
+    cfg = yaml.safe_load(tiny_config.read_text())
+    cfg["model"]["dropout"] = 0.0  # dropout masks are drawn per process; without them the runs are comparable
+    cfg_path.write_text(yaml.safe_dump(cfg))
+    one = _cli(["train", str(cfg_path), "--epochs", "2", "--no-progress", "--out", str(tmp_path / "single")])
+    assert one.wait(timeout=600) == 0, one.stdout.read()[-3000:]
+    single = json.loads((tmp_path / "single" / "metrics.json").read_text())
+    out = tmp_path / "ddp"
+    cmd = ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "opformer", "train",
+           str(cfg_path), "--epochs", "2", "--devices", "2", "--strategy", "ddp", "--accelerator", "cpu",
+           "--no-progress", "--out", str(out)]
+    res = subprocess.run([PYTHON, *cmd], env=cli_env(), capture_output=True, text=True, timeout=500)
+    assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
+    ddp = json.loads((out / "metrics.json").read_text())
+    assert ddp["val_rel_l2"] == pytest.approx(single["val_rel_l2"], rel=1e-4)
+    assert ddp["test_rel_l2"] == pytest.approx(single["test_rel_l2"], rel=1e-4)
