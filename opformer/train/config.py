@@ -37,7 +37,7 @@ DEFAULTS: dict[str, Any] = {
         "coarse_factor": 4,  # inverse problem: target grid = fine grid pooled again by this factor
         "workers": None,  # processes for data generation (null: all cores)
     },
-    "model": None,  # a model preset name (opformer.models) or a full model config dict
+    "model": None,  # a model preset name, {preset: NAME, field: value, ...}, or a full model config dict
     "train": {
         "epochs": 100,
         "batch_size": 8,
@@ -79,7 +79,7 @@ def _merge(base: dict, over: dict, path: str = "") -> dict:
         where = f"{path}{key}"
         if key not in base:
             raise ConfigError(f"unknown field {where!r}{_suggest(key, list(base))}")
-        if isinstance(base[key], dict) and key not in ("model",) and isinstance(val, dict) and key != "recipe":
+        if isinstance(base[key], dict) and isinstance(val, dict) and key not in ("model", "recipe", "test_recipe"):
             out[key] = _merge(base[key], val, where + ".")
         else:
             out[key] = copy.deepcopy(val)
@@ -167,6 +167,9 @@ def resolve(cfg: dict) -> dict:
         raise ConfigError("the config has no model: give a model preset name or a model config dict")
     if isinstance(cfg["model"], str):
         cfg["model"] = model_preset(cfg["model"])
+    elif isinstance(cfg["model"], dict) and "preset" in cfg["model"]:  # {preset: NAME, field: value, ...}
+        over = dict(cfg["model"])
+        cfg["model"] = {**model_preset(over.pop("preset")), **over}
     t = cfg["train"]
     if t["selection"] not in ("val", "test"):
         raise ConfigError(f"train.selection must be 'val' or 'test', got {t['selection']!r}")

@@ -72,10 +72,12 @@ class OperatorModule(L.LightningModule):
         if t["gamma"] > 0 and "target_grad" in batch:
             n = pred.shape[1]
             gamma = effective_gamma(t["gamma"], n, t["gamma_convention"])
-            if pred.dim() == 3:
-                reg = gamma * h1_seminorm_1d(pred, batch["target_grad"], 1.0 / n)
-            else:
-                reg = gamma * h1_seminorm_2d(pred, batch["target_grad"], batch["coeff"], 1.0 / (n - 1))
+            c = batch["coords"]
+            if pred.dim() == 3:  # periodic 1D grid: h = x_1 - x_0
+                reg = gamma * h1_seminorm_1d(pred, batch["target_grad"], float(c[0, 1, 0] - c[0, 0, 0]))
+            else:  # 2D node or cell grid, axis 1 is x
+                h = float(c[0, 1, 0, 0] - c[0, 0, 0, 0])
+                reg = gamma * h1_seminorm_2d(pred, batch["target_grad"], batch["coeff"], h)
         return pred, l2, reg
 
     # --- training ----------------------------------------------------------------------------------------------
