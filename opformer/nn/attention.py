@@ -53,10 +53,11 @@ def galerkin_attention(
     """
     n = k.shape[-2]
     kf, vf = _fp32_if_low(k), _fp32_if_low(v)
-    if weights is None:
-        kv = torch.matmul(kf.transpose(-2, -1), vf) / n
-    else:
-        kv = torch.matmul((kf * _check_weights(weights, k)).transpose(-2, -1), vf)
+    with torch.autocast(k.device.type, enabled=False):  # under bf16 autocast the sum over n stays in float32
+        if weights is None:
+            kv = torch.matmul(kf.transpose(-2, -1), vf) / n
+        else:
+            kv = torch.matmul((kf * _check_weights(weights, k)).transpose(-2, -1), vf)
     if scale is not None:
         kv = kv * scale
     if dropout_p > 0.0:
