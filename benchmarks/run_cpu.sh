@@ -33,3 +33,8 @@ log "models: paper Table 1 example 1 (Burgers presets), n = 8192 (gt, lt) and 20
 $B model burgers-gt burgers-lt --n 8192 --repeats 3 --threads 2 --json "$OUT/model_ex1_8192_cpu.json"
 $B model burgers-gt burgers-lt burgers-ft burgers-st --n 2048 --repeats 2 --threads 2 --json "$OUT/model_ex1_2048_cpu.json"
 log done
+
+# bf16 (float32 accumulation of the Galerkin sums) and torch.compile, against fp32 eager in the same session
+opformer bench attention --kinds galerkin fourier --n 2048 --repeats 3 --threads 1 --json benchmarks/results/eager_fp32_cpu.json
+opformer bench attention --kinds galerkin fourier --n 2048 --repeats 3 --threads 1 --dtype bfloat16 --json benchmarks/results/bf16_cpu.json
+opformer bench attention --kinds galerkin fourier --n 2048 --repeats 3 --threads 1 --compile --json benchmarks/results/compile_cpu.json

@@ -189,6 +189,23 @@ class _Base(torch.utils.data.Dataset):
             out["target"] = self.target_normalizer
         return out
 
+    def _open_sources(self, path, test_path, keys, split, check_shapes, train_pool, n_val, n_train, test_range):
+        """Open the training and test files, check their shapes agree, and set ``split``, ``keys``, ``indices``."""
+        _check_split(split)
+        self.split = split
+        self.keys = tuple(keys)
+        train_src = open_source(path, self.keys)
+        same = test_path is None or os.fspath(test_path) == os.fspath(path)
+        test_src = train_src if same else open_source(test_path, self.keys)
+        for src in {id(train_src): train_src, id(test_src): test_src}.values():
+            check_shapes(src, self.keys)
+        if test_src.shapes[self.keys[0]][1:] != train_src.shapes[self.keys[0]][1:]:
+            raise DataError(f"{test_src.describe()}: sample shape {test_src.shapes[self.keys[0]][1:]}, expected "
+                            f"{train_src.shapes[self.keys[0]][1:]} like the training file {train_src.describe()}")
+        self.indices = make_splits(train_src.n_samples, test_src.n_samples, train_pool=train_pool, n_val=n_val,
+                                   n_train=n_train, test_range=test_range, same_file=same)
+        return train_src, test_src, same
+
     @classmethod
     def splits(cls, path, test_path=None, **kwargs) -> dict[str, _Base]:
         """``{"train", "val", "test"}`` datasets sharing the normalizers fitted once on the train split."""
@@ -248,20 +265,9 @@ class BurgersDataset(_Base):
         normalizers: dict | None = None,
         keys: Sequence[str] = ("a", "u"),
     ):
-        _check_split(split)
-        self.split = split
-        self.keys = tuple(keys)
-        train_src = open_source(path, self.keys)
-        same = test_path is None or os.fspath(test_path) == os.fspath(path)
-        test_src = train_src if same else open_source(test_path, self.keys)
-        for src in {id(train_src): train_src, id(test_src): test_src}.values():
-            _check_shapes_1d(src, self.keys)
-        if test_src.shapes[self.keys[0]][1:] != train_src.shapes[self.keys[0]][1:]:
-            raise DataError(f"{test_src.describe()}: sample shape {test_src.shapes[self.keys[0]][1:]}, expected "
-                            f"{train_src.shapes[self.keys[0]][1:]} like the training file {train_src.describe()}")
+        train_src, test_src, same = self._open_sources(path, test_path, keys, split, _check_shapes_1d, train_pool,
+                                                       n_val, n_train, test_range)
         n_fine = train_src.shapes[self.keys[0]][1]
-        self.indices = make_splits(train_src.n_samples, test_src.n_samples, train_pool=train_pool, n_val=n_val,
-                                   n_train=n_train, test_range=test_range, same_file=same)
         self.stride = _stride(n_fine, resolution, nodes=False, where=train_src.describe())
         self.resolution = resolution
         src = test_src if split == "test" else train_src
@@ -329,21 +335,10 @@ class _Darcy2D(_Base):
     """Shared loading for the forward and inverse Darcy datasets."""
 
     def _open(self, path, test_path, keys, split, resolution, train_pool, n_val, n_train, test_range, grid):
-        _check_split(split)
-        self.split = split
-        self.keys = tuple(keys)
-        train_src = open_source(path, self.keys)
-        same = test_path is None or os.fspath(test_path) == os.fspath(path)
-        test_src = train_src if same else open_source(test_path, self.keys)
-        for src in {id(train_src): train_src, id(test_src): test_src}.values():
-            _check_shapes_2d(src, self.keys)
-        if test_src.shapes[self.keys[0]][1:] != train_src.shapes[self.keys[0]][1:]:
-            raise DataError(f"{test_src.describe()}: sample shape {test_src.shapes[self.keys[0]][1:]}, expected "
-                            f"{train_src.shapes[self.keys[0]][1:]} like the training file {train_src.describe()}")
+        train_src, test_src, same = self._open_sources(path, test_path, keys, split, _check_shapes_2d, train_pool,
+                                                       n_val, n_train, test_range)
         n_fine = train_src.shapes[self.keys[0]][1]
         self.n_stored = n_fine
-        self.indices = make_splits(train_src.n_samples, test_src.n_samples, train_pool=train_pool, n_val=n_val,
-                                   n_train=n_train, test_range=test_range, same_file=same)
         self.stride = _stride(n_fine, resolution, nodes=True, where=train_src.describe())
         self.resolution = resolution
         self.grid_fine = _grid_1d(train_src, n_fine, grid)
