@@ -17,6 +17,15 @@ def _plt():
     return plt
 
 
+def _save(plt, fig, path) -> Path:
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def plot_predictions(path, inputs, targets, preds, problem: str, errors=None, title: str = "") -> Path:
     """One column per sample.  1D: input/target/prediction over x, pointwise error below.  2D forward: coefficient,
     target, prediction, error.  Inverse: noisy input, true and recovered coefficient, error.
@@ -60,12 +69,7 @@ def plot_predictions(path, inputs, targets, preds, problem: str, errors=None, ti
                 ax.set_yticks([])
     if title:
         fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def read_metrics_csv(path) -> dict[str, list[tuple[int, float]]]:
@@ -98,9 +102,4 @@ def plot_curves(path, metrics: dict[str, list[tuple[int, float]]], title: str = 
     ax.legend()
     if title:
         ax.set_title(title, fontsize=10)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
