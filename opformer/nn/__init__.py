@@ -10,7 +10,10 @@ from .attention import (
     register_kernel,
     softmax_attention,
 )
+from .cinn import CiNNDownscaler2d, CiNNUpscaler2d, middle_size, resize2d
+from .decoders import PointwiseDecoder, SpectralDecoder1d, SpectralDecoder2d
 from .encoder import Encoder, EncoderLayer, FeedForward
+from .spectral import SpectralConv1d, SpectralConv2d
 
 __all__ = [
     "KERNELS",
@@ -24,7 +27,13 @@ __all__ = [
     "Encoder",
     "EncoderLayer",
     "FeedForward",
+    "SpectralConv1d",
+    "SpectralConv2d",
+    "CiNNDownscaler2d",
+    "CiNNUpscaler2d",
+    "middle_size",
+    "resize2d",
+    "SpectralDecoder1d",
+    "SpectralDecoder2d",
+    "PointwiseDecoder",
 ]
-from .spectral import SpectralConv1d, SpectralConv2d
-from .cinn import CiNNDownscaler2d, CiNNUpscaler2d, middle_size, resize2d
-from .decoders import PointwiseDecoder, SpectralDecoder1d, SpectralDecoder2d
