@@ -224,7 +224,7 @@ def train(cfg: dict, out, *, resume: bool = False, overwrite: bool = False, prog
         "n_test": len(bundle.test),
         "version": __version__,
         "torch": torch.__version__,
-        "best_checkpoint": str(Path(best_path).relative_to(out)) if best_path else None,
+        "best_checkpoint": str(Path(best_path).resolve().relative_to(out.resolve())) if best_path else None,
     }
     if trainer.is_global_zero:
         module.to("cpu")

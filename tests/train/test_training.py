@@ -43,6 +43,14 @@ def test_train_writes_run_and_two_seeded_runs_agree(tiny_config, tmp_path):
     assert c["test_rel_l2"] != a["test_rel_l2"]  # the seed matters
 
 
+def test_relative_output_directory(tiny_config, tmp_path, monkeypatch):
+    """The default --out is relative (runs/PRESET): the run must finish and write its metrics there."""
+    monkeypatch.chdir(tmp_path)
+    m = train(_cfg(tiny_config, epochs=1), "runs/tiny", progress=False)
+    assert m["best_checkpoint"] == "checkpoints/best.ckpt"
+    assert (tmp_path / "runs" / "tiny" / "metrics.json").exists()
+
+
 def test_eval_at_another_resolution(tiny_config, tmp_path):
     """A 1D model trained at n=64 evaluates at n=128 and 256 (its layers are resolution independent)."""
     m = train(_cfg(tiny_config), tmp_path / "run", progress=False)
