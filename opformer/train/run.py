@@ -178,6 +178,8 @@ def train(cfg: dict, out, *, resume: bool = False, overwrite: bool = False, prog
         out.mkdir(parents=True, exist_ok=True)
         atomic_write_text(out / "config.yaml", yaml.safe_dump(cfg, sort_keys=False))
     t = cfg["train"]
+    if ckpt_path is not None and _is_rank_zero():
+        _keep_csv_history(out / "logs")
     L.seed_everything(t["seed"], workers=True, verbose=False)
     bundle = build_data(cfg)
     L.seed_everything(t["seed"], workers=True, verbose=False)  # model init independent of data generation
@@ -234,6 +236,15 @@ def train(cfg: dict, out, *, resume: bool = False, overwrite: bool = False, prog
     return metrics
 
 
+def _keep_csv_history(logs: Path) -> None:
+    """Lightning's CSVLogger starts metrics.csv afresh in a new process: keep the earlier sessions' rows as
+    metrics-0.csv, metrics-1.csv, ... (the training-curve plot reads them all)."""
+    csv_path = logs / "metrics.csv"
+    if csv_path.exists():
+        k = len(list(logs.glob("metrics-*.csv")))
+        os.replace(csv_path, logs / f"metrics-{k}.csv")
+
+
 def _epoch_of(path: str) -> Optional[int]:
     try:
         return int(torch.load(path, map_location="cpu", weights_only=True)["epoch"])
@@ -244,9 +255,15 @@ def _epoch_of(path: str) -> Optional[int]:
 def write_plots(module: OperatorModule, ds: Dataset, cfg: dict, out: Path, k: int, title: str, suffix: str = ""):
     inputs, targets, preds, errs = _predict_samples(module, ds, k)
     plot_predictions(out / "plots" / f"predictions{suffix}.png", inputs, targets, preds, cfg["problem"], errs, title)
-    csv_path = out / "logs" / "metrics.csv"
-    if csv_path.exists() and not suffix:
-        plot_curves(out / "plots" / "training_curves.png", read_metrics_csv(csv_path), cfg["name"])
+    parts = sorted((out / "logs").glob("metrics-*.csv"), key=lambda p: int(p.stem.split("-")[1]))
+    parts += [p for p in [out / "logs" / "metrics.csv"] if p.exists()]
+    if parts and not suffix:
+        history: dict = {}
+        for part in parts:  # later sessions override earlier rows of the same epoch
+            for key, rows in read_metrics_csv(part).items():
+                history.setdefault(key, {}).update(dict(rows))
+        curves = {key: sorted(rows.items()) for key, rows in history.items()}
+        plot_curves(out / "plots" / "training_curves.png", curves, cfg["name"])
 
 
 def evaluate(checkpoint, *, data: Optional[str] = None, resolution: Optional[int] = None, out=None,

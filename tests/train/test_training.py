@@ -140,6 +140,14 @@ def test_kill_9_then_resume_gives_the_uninterrupted_metrics(tiny_config, tmp_pat
     assert res.returncode == 0, log[-3000:]
     resumed = json.loads((out / "metrics.json").read_text())
     assert resumed["epochs"] == 150
+    # the training history of both sessions is kept (Lightning's CSV logger restarts its file)
+    from opformer.train.plots import read_metrics_csv
+
+    epochs = set()
+    for part in (out / "logs").glob("metrics*.csv"):
+        epochs |= {e for e, _ in read_metrics_csv(part).get("val_rel_l2", [])}
+    assert epochs == set(range(150))
+    assert (out / "plots" / "training_curves.png").exists()
     assert resumed["val_rel_l2"] == pytest.approx(full["val_rel_l2"], rel=1e-5, abs=1e-7)
     assert resumed["test_rel_l2"] == pytest.approx(full["test_rel_l2"], rel=1e-5, abs=1e-7)
 
