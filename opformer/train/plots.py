@@ -52,7 +52,7 @@ def plot_predictions(path, inputs, targets, preds, problem: str, errors=None, ti
         names = (
             ["coefficient a", "target u", "prediction", "error"]
             if problem == "darcy"
-            else ["noisy input u", "true a", "recovered a", "error"]
+            else ["noisy input u (standardized)", "true a", "recovered a", "error"]
         )
         fig, axes = plt.subplots(k, 4, figsize=(13, 3.1 * k), squeeze=False)
         for j in range(k):

@@ -165,7 +165,7 @@ def _predict_samples(module: OperatorModule, ds: Dataset, k: int):
     batch = {key: v.to(module.device) if torch.is_tensor(v) else v for key, v in batch.items()}
     with torch.no_grad():
         pred = module(batch)
-    raw_input = batch.get("raw_input", batch["input"])
+    raw_input = batch.get("coeff", batch["input"])  # Darcy: show the physical coefficient, not the standardized one
     return raw_input.cpu(), batch["target"].cpu(), pred.float().cpu(), rel_l2(pred, batch["target"]).cpu().tolist()
 
 
