@@ -18,19 +18,9 @@ import torch
 from opformer.models import MODEL_PRESETS, build_model, model_preset
 from opformer.nn import resize2d
 
+from .conftest import relative_l2
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Small tensors on shared cores: one thread is faster and makes the runs reproducible."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-def relative_l2(pred, target):
-    """Mean over the batch of ||pred - target|| / ||target|| (the paper's metric)."""
-    return ((pred - target).flatten(1).norm(dim=1) / target.flatten(1).norm(dim=1)).mean()
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def no_dropout(cfg):

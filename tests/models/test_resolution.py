@@ -12,6 +12,10 @@ import torch
 
 from opformer.models import build_model
 
+from .conftest import relative_l2
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 SMALL = dict(name="transformer1d", d_model=32, num_layers=2, n_heads=1, dim_feedforward=64, decoder_width=16,
              decoder_ffn=16, modes=8)
 
@@ -32,16 +36,8 @@ def sample(n, batch, seed):
     return a[..., None].float(), coords.float(), u[..., None].float()
 
 
-def relative_l2(pred, target):
-    return ((pred - target).flatten(1).norm(dim=1) / target.flatten(1).norm(dim=1)).mean().item()
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.mark.parametrize("kind", ["galerkin", "fourier"])
