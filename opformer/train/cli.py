@@ -95,6 +95,7 @@ def _train(args: argparse.Namespace) -> int:
 
         print(yaml.safe_dump(cfg, sort_keys=False))
         return 0
+    _quiet_lightning()
     from ..data import DataError
     from .module import DivergenceError
     from .run import RunDirError, train
@@ -114,6 +115,19 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _quiet_lightning() -> None:
+    """Keep Lightning's banner lines (accelerator tips, advertisements) and a known deprecation notice off the
+    terminal; warnings and errors still show."""
+    import logging
+    import warnings
+
+    import lightning.pytorch  # noqa: F401  (it sets its loggers to INFO when imported)
+
+    for name in ("lightning.pytorch", "lightning.fabric"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*")
+
+
 def _int_or_str(v: str):
     try:
         return int(v)
@@ -122,6 +136,7 @@ def _int_or_str(v: str):
 
 
 def _eval(args: argparse.Namespace) -> int:
+    _quiet_lightning()
     from ..data import DataError
     from .config import ConfigError
     from .run import evaluate
