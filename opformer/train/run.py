@@ -44,17 +44,22 @@ def _config_for_comparison(cfg: dict) -> dict:
 
 
 def prepare_out_dir(out: Path, cfg: dict, resume: bool, overwrite: bool) -> Optional[Path]:
-    """Refuse a directory holding a different run; returns the checkpoint to resume from (or None)."""
+    """Refuse a directory holding a different run; returns the checkpoint to resume from (or None).
+
+    Only the first process checks (and clears, with ``overwrite``): the others may start after it has written the
+    new run's config, so they only look for the checkpoint to resume from.  A refusal on rank 0 ends the job."""
+    if not _is_rank_zero():
+        last = out / "checkpoints" / "last.ckpt"
+        return last if resume and not overwrite and last.exists() else None
     existing = [name for name in RUN_FILES if (out / name).exists()]
     if not existing:
         if resume:
             warnings.warn(f"--resume: {out} holds no run yet; starting from scratch")
         return None
     if overwrite:
-        if _is_rank_zero():
-            for name in RUN_FILES + ("logs", "plots"):
-                p = out / name
-                shutil.rmtree(p) if p.is_dir() else p.unlink(missing_ok=True)
+        for name in RUN_FILES + ("logs", "plots"):
+            p = out / name
+            shutil.rmtree(p) if p.is_dir() else p.unlink(missing_ok=True)
         return None
     if not resume:
         raise RunDirError(
