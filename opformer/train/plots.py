@@ -59,7 +59,13 @@ def plot_predictions(path, inputs, targets, preds, problem: str, errors=None, ti
             panels = [inputs[j, ..., 0], targets[j, ..., 0], preds[j, ..., 0], preds[j, ..., 0] - targets[j, ..., 0]]
             vmin, vmax = float(targets[j].min()), float(targets[j].max())
             for i, (ax, img) in enumerate(zip(axes[j], panels)):
-                kw = {"vmin": vmin, "vmax": vmax} if i in (1, 2) else {}
+                if i in (1, 2):  # target and prediction on one colour scale
+                    kw = {"vmin": vmin, "vmax": vmax}
+                elif i == 3:  # error: symmetric about zero
+                    lim = float(np.abs(img).max()) or 1.0
+                    kw = {"vmin": -lim, "vmax": lim}
+                else:
+                    kw = {}
                 im = ax.imshow(img.T, origin="lower", extent=(0, 1, 0, 1), cmap="RdBu_r" if i == 3 else "viridis",
                                **kw)
                 fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
