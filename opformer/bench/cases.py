@@ -26,6 +26,7 @@ def attention_case(
     dim_feedforward: Optional[int] = None,
     pos_dim: int = 1,
     chunk_size: Optional[int] = None,
+    fourier_order: str = "quadratic",
     device: str = "cpu",
     dtype: str = "float32",
     compile: bool = False,
@@ -44,6 +45,8 @@ def attention_case(
         raise ValueError(f"repeats and warmup must be >= 1, got {repeats}, {warmup}")
     if impl not in ("opformer", "reference"):
         raise ValueError(f"impl must be 'opformer' or 'reference', got {impl!r}")
+    if fourier_order not in ("auto", "quadratic", "linear"):
+        raise ValueError(f"fourier_order must be 'auto', 'quadratic' or 'linear', got {fourier_order!r}")
     return {
         "what": "attention",
         "impl": impl,
@@ -56,6 +59,7 @@ def attention_case(
         "dim_feedforward": int(2 * d_model if dim_feedforward is None else dim_feedforward),
         "pos_dim": int(pos_dim),
         "chunk_size": None if chunk_size is None else int(chunk_size),
+        "fourier_order": fourier_order if kind == "fourier" and impl == "opformer" else None,
         "device": device,
         "dtype": dtype,
         "compile": bool(compile),
@@ -143,6 +147,7 @@ def build_case(case: dict):
             dim_feedforward=case["dim_feedforward"],
             pos_dim=case["pos_dim"],
             chunk_size=case["chunk_size"],
+            fourier_order=case.get("fourier_order") or "quadratic",
         )
         b, n = case["batch"], case["n"]
         x = torch.randn(b, n, case["d_model"])
@@ -175,7 +180,8 @@ def estimate_memory_bytes(case: dict) -> int:
     b, n, d, h, L = case["batch"], case["n"], case["d_model"], case["n_heads"], case["layers"]
     linear = b * n * (26 * d + 4 * case["dim_feedforward"]) * e * (L + 0.25)
     quad = 0
-    if case["kind"] in ("fourier", "softmax"):
+    if case["kind"] == "softmax" or (case["kind"] == "fourier" and case.get("fourier_order") != "linear"
+                                     and not (case.get("fourier_order") == "auto" and n > d // h + case["pos_dim"])):
         c = case["chunk_size"]
         if c is not None and c < n:
             quad = 3 * b * h * c * n * e

@@ -41,6 +41,8 @@ def _log(rec: dict) -> None:
         label += " [ref]"
     if rec.get("chunk_size"):
         label += f" [chunk {rec['chunk_size']}]"
+    if rec.get("fourier_order") and rec["fourier_order"] != "quadratic":
+        label += f" [{rec['fourier_order']}]"
     if rec["status"] != "ok":
         print(f"{label:24s} n={rec['n']:>8d}  {rec['status']}: {rec['note']}", flush=True)
         return
@@ -103,7 +105,8 @@ def cmd_attention(args) -> int:
         records += bench_attention(
             args.kinds, args.n, max_memory=max_memory, isolate=not args.in_process, timeout=args.timeout,
             machine=machine, log=_log, d_model=args.d_model, n_heads=args.heads, batch=args.batch,
-            layers=args.layers, pos_dim=args.pos_dim, chunk_size=args.chunk_size, device=args.device,
+            layers=args.layers, pos_dim=args.pos_dim, chunk_size=args.chunk_size,
+            fourier_order=args.fourier_order, device=args.device,
             dtype=args.dtype, compile=args.compile, repeats=args.repeats, warmup=args.warmup, threads=args.threads,
             impl=impl,
         )
@@ -146,6 +149,9 @@ def register(subparsers) -> argparse.ArgumentParser:
     a.add_argument("--heads", type=int, default=4)
     a.add_argument("--layers", type=int, default=1)
     a.add_argument("--pos-dim", type=int, default=1)
+    a.add_argument("--fourier-order", default="quadratic", choices=("quadratic", "auto", "linear"),
+                   help="fourier kind: form the n x n matrix (quadratic, default: the paper's cost accounting) or "
+                        "evaluate Q(K^T V) (linear; auto = the cheaper, what models use by default)")
     a.add_argument("--chunk-size", type=int, default=None,
                    help="evaluate fourier/softmax over query chunks of this size (memory O(n*chunk))")
     a.add_argument("--max-memory", type=float, default=None,

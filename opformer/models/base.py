@@ -56,6 +56,8 @@ class EncoderConfig:
     attention product.  ``dim_feedforward`` None means 2 * d_model.  ``dropout`` is the residual-branch dropout,
     ``ffn_dropout`` the one inside the FFN (None: same as ``dropout``), ``attn_dropout`` the one on the attention
     matrix; ``reference_attn_dropout`` reproduces the reference's always-on p=0.5 attention dropout (ablation only).
+    ``fourier_order``: "auto" evaluates Fourier attention as Q (K^T V) where that is cheaper (the same product, see
+    :func:`opformer.nn.fourier_attention`), "quadratic" always forms the n x n matrix.
     """
 
     kind: str = "galerkin"
@@ -75,12 +77,14 @@ class EncoderConfig:
     delta: float = 1e-2
     scale: Any = None
     chunk_size: Optional[int] = None
+    fourier_order: str = "auto"
 
     def _check_encoder(self) -> None:
         _choice("kind", self.kind, KERNELS)
         _choice("norm_scheme", self.norm_scheme, NORM_SCHEMES)
         _choice("activation", self.activation, ACTIVATIONS)
         _choice("init", self.init, ("eta_delta", "xavier"))
+        _choice("fourier_order", self.fourier_order, ("auto", "quadratic", "linear"))
         for name in ("d_model", "num_layers", "n_heads"):
             _positive_int(name, getattr(self, name))
         if self.d_model % self.n_heads:
@@ -118,6 +122,7 @@ class EncoderConfig:
             delta=self.delta,
             scale=self.scale,
             chunk_size=self.chunk_size,
+            fourier_order=self.fourier_order,
             reference_attn_dropout=self.reference_attn_dropout,
         )
 

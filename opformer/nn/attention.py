@@ -65,18 +65,50 @@ def galerkin_attention(
     return torch.matmul(q, kv.to(q.dtype))
 
 
-def fourier_attention(
-    q: Tensor, k: Tensor, v: Tensor, *, weights: Optional[Tensor] = None, dropout_p: float = 0.0, scale=None
-) -> Tensor:
-    """Fourier-type attention z = (Q K^T) V / n (eq. 5): a Nystrom quadrature of a learned kernel, cost O(n^2 d).
+def _fourier_linear_order(q: Tensor, k: Tensor, v: Tensor, dropout_p: float, order: str) -> bool:
+    """Whether fourier attention is evaluated as Q (K^T V) instead of (Q K^T) V."""
+    if order == "quadratic":
+        return False
+    if order == "linear":
+        if dropout_p > 0.0:
+            raise ValueError(
+                f"fourier attention with order='linear' cannot apply dropout to the n x n score matrix "
+                f"(dropout_p={dropout_p}); use order='auto' or 'quadratic', or dropout_p=0"
+            )
+        return True
+    if order != "auto":
+        raise ValueError(f"order must be 'auto', 'quadratic' or 'linear', got {order!r}")
+    if dropout_p > 0.0:  # score dropout needs the explicit matrix
+        return False
+    nq, nk, d, dv = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
+    return nk * d * dv + nq * d * dv < nq * nk * (d + dv)  # multiply-adds of the two association orders
 
-    The n x n score matrix is formed explicitly (that is what makes this kind quadratic); ``dropout_p`` acts on it.
-    Use ``SimpleAttention(chunk_size=...)`` to bound its memory by O(n * chunk).
+
+def fourier_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    *,
+    weights: Optional[Tensor] = None,
+    dropout_p: float = 0.0,
+    scale=None,
+    order: str = "auto",
+) -> Tensor:
+    """Fourier-type attention z = (Q K^T) V / n (eq. 5): a Nystrom quadrature of a learned kernel.
+
+    There is no softmax, so the product is associative: (Q K^T) V = Q (K^T V).  ``order="auto"`` (default) evaluates
+    the cheaper of the two, which for n > d is Q (K^T V) at cost O(n d^2) and memory O(n d) -- the same function,
+    equal up to round-off -- unless dropout on the n x n score matrix is asked for, which needs the explicit
+    matrix.  ``order="quadratic"`` always forms the n x n matrix (cost O(n^2 d), the paper's accounting; use
+    ``SimpleAttention(chunk_size=...)`` to bound its memory by O(n * chunk)); ``order="linear"`` always reassociates.
+    What distinguishes the Fourier type from the Galerkin type is then only where the layer norms sit (Q, K vs K, V).
 
     The scalar factors (``scale``, 1/n) and the quadrature weights act on the columns of the score matrix, so they
     are applied to V instead (s diag(w) V = s (w V)): an O(n d) product instead of O(n^2) passes over the scores.
     Dropout commutes with that column scaling, so the result is the same.  No mask is drawn when ``dropout_p = 0``.
     """
+    if _fourier_linear_order(q, k, v, dropout_p, order):
+        return galerkin_attention(q, k, v, weights=weights, scale=scale)
     n = k.shape[-2]
     c = 1.0 if scale is None else float(scale)
     if weights is None:
@@ -88,6 +120,10 @@ def fourier_attention(
     if dropout_p > 0.0:
         s = F.dropout(s, p=dropout_p, training=True)
     return torch.matmul(s, v)
+
+
+def _fourier_quadratic(q: Tensor, k: Tensor, v: Tensor, *, weights=None, dropout_p: float = 0.0, scale=None):
+    return fourier_attention(q, k, v, weights=weights, dropout_p=dropout_p, scale=scale, order="quadratic")
 
 
 def softmax_attention(
@@ -207,7 +243,10 @@ class SimpleAttention(nn.Module):
             attention matrix, always on, in eval too.  Never the default.
         scale: multiply the score/product matrix by this factor; ``"sqrt"`` uses 1/sqrt(d_head + pos_dim) (the
             reference code's choice for fourier, and always implied for softmax).  ``None``: paper eqs. (5)-(6).
-        chunk_size: evaluate fourier/softmax over query chunks of this size (memory O(n * chunk)).
+        chunk_size: evaluate fourier/softmax over query chunks of this size (memory O(n * chunk)); only where the
+            n x n matrix is formed (fourier: when its order resolves to "quadratic").
+        fourier_order: association order of the fourier kind, see :func:`fourier_attention`: ``"auto"`` (the
+            cheaper one; Q (K^T V) for n > d without score dropout), ``"quadratic"`` or ``"linear"``.
         out_proj: whether to have an output projection; ``None`` = only when pos_dim > 0 (the paper's budget).
         norm_eps: layer-norm epsilon.
         check_finite: raise if the input holds NaN/Inf (a debug check; off by default, it costs a sync).
@@ -230,6 +269,7 @@ class SimpleAttention(nn.Module):
         reference_attn_dropout: bool = False,
         scale=None,
         chunk_size: Optional[int] = None,
+        fourier_order: str = "auto",
         out_proj: Optional[bool] = None,
         norm_eps: float = 1e-5,
         check_finite: bool = False,
@@ -253,7 +293,10 @@ class SimpleAttention(nn.Module):
         self.d_head = d_model // n_heads
         self.kernel = KERNELS[kind]
         self.dropout, self.reference_attn_dropout = dropout, reference_attn_dropout
+        if fourier_order not in ("auto", "quadratic", "linear"):
+            raise ValueError(f"fourier_order must be 'auto', 'quadratic' or 'linear', got {fourier_order!r}")
         self.chunk_size = chunk_size
+        self.fourier_order = fourier_order
         self.check_finite = check_finite
         d_cat = self.d_head + pos_dim
         if scale == "sqrt":
@@ -354,9 +397,14 @@ class SimpleAttention(nn.Module):
         if weights is not None and weights.shape[0] != b:
             weights = weights.expand(b, n)
         p_drop = 0.5 if self.reference_attn_dropout else (self.dropout if self.training else 0.0)
-        if self.chunk_size is not None and self.kind in QUADRATIC and self.chunk_size < n:
-            z = _chunked(self.kernel, self.chunk_size, q, k, v, weights, p_drop, self.scale)
+        kernel = self.kernel
+        if kernel is fourier_attention:  # resolve the association order here, so that chunking follows it
+            linear = _fourier_linear_order(q, k, v, p_drop, self.fourier_order)
+            kernel = galerkin_attention if linear else _fourier_quadratic  # Q (K^T V) is the same product
+        if self.chunk_size is not None and self.kind in QUADRATIC and kernel is not galerkin_attention \
+                and self.chunk_size < n:
+            z = _chunked(kernel, self.chunk_size, q, k, v, weights, p_drop, self.scale)
         else:
-            z = self.kernel(q, k, v, weights=weights, dropout_p=p_drop, scale=self.scale)
+            z = kernel(q, k, v, weights=weights, dropout_p=p_drop, scale=self.scale)
         z = z.transpose(1, 2).reshape(b, n, h * (dh + p))
         return self.out_proj(z) if self.out_proj is not None else z

@@ -156,6 +156,29 @@ def parse_value(text: str) -> Any:
         return text
 
 
+def inverse_target_size(resolution: int, coarse_factor: int) -> int:
+    """Side of the inverse problem's target grid: the fine grid pooled (NaN-padded, so ceil) by ``coarse_factor``:
+    141, 4 -> 36 and 211, 3 -> 71 (the paper's pairs), as :class:`opformer.data.DarcyInverseDataset` pools it."""
+    if not isinstance(coarse_factor, int) or isinstance(coarse_factor, bool) or coarse_factor < 1:
+        raise ConfigError(f"data.coarse_factor must be a positive integer, got {coarse_factor!r}")
+    if not isinstance(resolution, int) or isinstance(resolution, bool) or resolution < 2:
+        raise ConfigError(f"data.resolution must be an integer >= 2, got {resolution!r}")
+    return -(-resolution // coarse_factor)
+
+
+def _fit_inverse_target(cfg: dict) -> None:
+    """The inverse model's output grid is not a free choice: it is the data's target grid.  Set ``out_size`` to it,
+    and move ``coarse_size`` along when it was tied to ``out_size`` (the paper's attention grid is the target grid:
+    36 for 141, 71 for 211).  An explicitly different ``coarse_size`` is kept."""
+    d, m = cfg["data"], cfg["model"]
+    target = inverse_target_size(d["resolution"], d["coarse_factor"])
+    if "out_size" not in m or m["out_size"] == target:
+        return
+    if m.get("coarse_size") == m["out_size"]:
+        m["coarse_size"] = target
+    m["out_size"] = target
+
+
 def resolve(cfg: dict) -> dict:
     """Resolve the model preset into a full model config dict and check the fields."""
     from ..models import model_preset
@@ -170,6 +193,8 @@ def resolve(cfg: dict) -> dict:
     elif isinstance(cfg["model"], dict) and "preset" in cfg["model"]:  # {preset: NAME, field: value, ...}
         over = dict(cfg["model"])
         cfg["model"] = {**model_preset(over.pop("preset")), **over}
+    if cfg["problem"] == "darcy-inverse" and isinstance(cfg["model"], dict):
+        _fit_inverse_target(cfg)
     t = cfg["train"]
     if t["selection"] not in ("val", "test"):
         raise ConfigError(f"train.selection must be 'val' or 'test', got {t['selection']!r}")

@@ -9,9 +9,9 @@ from opformer.bench.measure import count_flops, fwd_bwd_step
 from opformer.nn import fourier_attention, galerkin_attention
 
 
-def _kernel_flops(kernel, n, b=2, h=2, d=8):
+def _kernel_flops(kernel, n, b=2, h=2, d=8, **kw):
     q, k, v = (torch.randn(b, h, n, d, requires_grad=True) for _ in range(3))
-    return count_flops(lambda: kernel(q, k, v).square().sum().backward())
+    return count_flops(lambda: kernel(q, k, v, **kw).square().sum().backward())
 
 
 def test_galerkin_kernel_flops_grow_4x_when_n_grows_4x():
@@ -19,7 +19,14 @@ def test_galerkin_kernel_flops_grow_4x_when_n_grows_4x():
 
 
 def test_fourier_kernel_flops_grow_16x_when_n_grows_4x():
-    assert _kernel_flops(fourier_attention, 256) == 16 * _kernel_flops(fourier_attention, 64)
+    q = dict(order="quadratic")  # the explicit n x n evaluation, the paper's cost accounting
+    assert _kernel_flops(fourier_attention, 256, **q) == 16 * _kernel_flops(fourier_attention, 64, **q)
+
+
+def test_fourier_kernel_auto_order_flops_grow_4x_when_n_grows_4x():
+    """Without score dropout the default evaluates Q (K^T V): the Galerkin cost, exactly."""
+    assert _kernel_flops(fourier_attention, 256) == 4 * _kernel_flops(fourier_attention, 64)
+    assert _kernel_flops(fourier_attention, 256) == _kernel_flops(galerkin_attention, 256)
 
 
 def _layer_flops(kind, n):

@@ -159,11 +159,53 @@ def test_flops_scale_linearly_for_galerkin_and_quadratically_for_fourier():
     d, h = 32, 2
     ratios = {}
     for kind in ("galerkin", "fourier"):
-        layer = SimpleAttention(d, h, kind, pos_dim=1)
+        layer = SimpleAttention(d, h, kind, pos_dim=1, fourier_order="quadratic")
         f = [_flops(layer, torch.randn(1, n, d), torch.rand(1, n, 1)) for n in (1024, 4096)]
         ratios[kind] = f[1] / f[0]
     assert ratios["galerkin"] == pytest.approx(4.0, rel=1e-6), ratios
     assert 15.0 < ratios["fourier"] <= 16.0, ratios
+
+
+def test_fourier_auto_order_is_linear_cost_and_the_same_function():
+    """Fourier attention has no softmax, so (Q K^T) V = Q (K^T V): "auto" evaluates the cheaper association (linear
+    FLOPs in n for n > d) and agrees with the explicit n x n evaluation to round-off, values and gradients."""
+    d, h = 32, 2
+    auto = SimpleAttention(d, h, "fourier", pos_dim=1).double()
+    quad = SimpleAttention(d, h, "fourier", pos_dim=1, fourier_order="quadratic").double()
+    quad.load_state_dict(auto.state_dict())
+    f = [_flops(auto.float(), torch.randn(1, n, d), torch.rand(1, n, 1)) for n in (1024, 4096)]
+    assert f[1] / f[0] == pytest.approx(4.0, rel=1e-6)
+    auto.double()
+    torch.manual_seed(3)
+    x = torch.randn(2, 300, d, dtype=torch.float64, requires_grad=True)
+    pos = torch.rand(2, 300, 1, dtype=torch.float64)
+    w = torch.rand(2, 300, dtype=torch.float64)
+    w = w / w.sum(1, keepdim=True)
+    for weights in (None, w):
+        ya, yq = auto(x, pos, weights), quad(x, pos, weights)
+        torch.testing.assert_close(ya, yq, rtol=1e-10, atol=1e-12)
+        (ga,) = torch.autograd.grad(ya.square().sum(), x)
+        (gq,) = torch.autograd.grad(yq.square().sum(), x)
+        torch.testing.assert_close(ga, gq, rtol=1e-10, atol=1e-12)
+
+
+def test_fourier_order_choice_and_errors():
+    from opformer.nn.attention import _fourier_linear_order
+
+    q, k, v = _qkv(seed=4)  # n > d
+    n, d = q.shape[-2], q.shape[-1]
+    assert n > d
+    assert _fourier_linear_order(q, k, v, 0.0, "auto")
+    assert not _fourier_linear_order(q, k, v, 0.1, "auto")  # score dropout needs the n x n matrix
+    assert not _fourier_linear_order(q, k, v, 0.0, "quadratic")
+    short = q[..., : d // 2, :]
+    assert not _fourier_linear_order(short, k[..., : d // 2, :], v[..., : d // 2, :], 0.0, "auto")  # n < d
+    with pytest.raises(ValueError, match="cannot apply dropout"):
+        fourier_attention(q, k, v, dropout_p=0.1, order="linear")
+    with pytest.raises(ValueError, match="order must be"):
+        fourier_attention(q, k, v, order="fast")
+    with pytest.raises(ValueError, match="fourier_order must be"):
+        SimpleAttention(16, 2, "fourier", fourier_order="fast")
 
 
 def test_eta_delta_initialization_statistics():
@@ -228,8 +270,8 @@ def test_reference_attention_dropout_switch_is_stochastic_even_in_eval():
 @pytest.mark.parametrize("kind", ["fourier", "softmax"])
 def test_chunked_quadratic_attention_equals_unchunked_with_gradients(kind):
     torch.manual_seed(0)
-    a = SimpleAttention(16, 2, kind, pos_dim=1).double()
-    b = SimpleAttention(16, 2, kind, pos_dim=1, chunk_size=7).double()
+    a = SimpleAttention(16, 2, kind, pos_dim=1, fourier_order="quadratic").double()
+    b = SimpleAttention(16, 2, kind, pos_dim=1, chunk_size=7, fourier_order="quadratic").double()
     b.load_state_dict(a.state_dict())
     x = torch.randn(2, 40, 16, dtype=torch.float64, requires_grad=True)
     pos = torch.rand(2, 40, 1, dtype=torch.float64)
