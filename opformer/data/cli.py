@@ -9,6 +9,7 @@
                         [--seed 0] [--workers W] [--start i --stop j] [--grid cell|node]
                         [--face arithmetic|harmonic] [--solver direct|amg]
     opformer data info FILE [FILE ...]
+    opformer data prepare PRESET [PRESET ...] [--workers W]   # generate (once) and cache a training preset's files
 
 The inverse Darcy data set is not a separate file: :class:`opformer.data.DarcyInverseDataset` derives it
 from the Darcy files (u as input with noise added at load time, pooled a as target).
@@ -84,6 +85,14 @@ def register(subparsers) -> argparse.ArgumentParser:
     i = sub.add_parser("info", help="print the recipe and progress of data files")
     i.add_argument("files", nargs="+", help="opformer data files (FILE or FILE.partial)")
     i.set_defaults(func=_run_info)
+
+    p = sub.add_parser("prepare", help="generate and cache the default data files of training presets",
+                       description="Generate (once) the default data files that `opformer train PRESET` uses and "
+                                   "print their paths; presets with the same recipe share the cached files "
+                                   "($OPFORMER_DATA or ~/.cache/opformer/data).  Interrupted generation resumes.")
+    p.add_argument("presets", nargs="+", help="preset names (opformer train --list) or YAML files")
+    p.add_argument("--workers", type=int, default=None, help="worker processes (default: all local cores)")
+    p.set_defaults(func=_run_prepare)
     return data
 
 
@@ -108,6 +117,28 @@ def _generate(args, recipe: dict) -> int:
               file=sys.stderr)
         return 130
     print(f"wrote {path}")
+    return 0
+
+
+def _run_prepare(args) -> int:
+    from ..train.config import ConfigError, load_preset, resolve
+    from ..train.data_setup import resolve_paths
+
+    for name in args.presets:
+        try:
+            cfg = resolve(load_preset(name))
+            if cfg["data"]["path"] is not None:
+                print(f"{name}: uses the given file {cfg['data']['path']}, nothing to generate")
+                continue
+            cfg["data"]["workers"] = args.workers
+            train, test = resolve_paths(cfg)
+        except (ConfigError, DataError, ValueError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            print("interrupted: the finished samples are kept; run the same command to resume", file=sys.stderr)
+            return 130
+        print(f"{name}: train {train}" + (f"\n{' ' * len(name)}  test  {test}" if test else ""))
     return 0
 
 

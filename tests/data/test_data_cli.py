@@ -62,3 +62,24 @@ def test_info_command_prints_recipe_and_progress(tmp_path, capsys):
 def test_data_requires_a_sub_command():
     with pytest.raises(SystemExit):
         _run(["data"])
+
+
+def test_prepare_generates_a_presets_files_once_and_shares_them(tmp_path, monkeypatch, capsys):
+    """`opformer data prepare PRESET` writes the files `opformer train PRESET` would generate, into the cache;
+    a second preset with the same recipe reuses them (nothing regenerated)."""
+    monkeypatch.setenv("OPFORMER_DATA", str(tmp_path / "cache"))
+    body = ("problem: darcy\ndata:\n  resolution: 15\n  recipe: {n_samples: 3, resolution: 29}\n"
+            "  test_recipe: {n_samples: 2}\nmodel: darcy-fno\n")
+    a, b = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    a.write_text(body)
+    b.write_text(body.replace("darcy-fno", "darcy-gt"))
+    assert _run(["data", "prepare", str(a), "--workers", "1"]) == 0
+    files = sorted((tmp_path / "cache").glob("*.h5"))
+    assert sorted(read_header(f)["recipe"]["n_samples"] for f in files) == [2, 3]
+    stamps = [f.stat().st_mtime_ns for f in files]
+    assert _run(["data", "prepare", str(b)]) == 0
+    assert sorted((tmp_path / "cache").glob("*.h5")) == files and [f.stat().st_mtime_ns for f in files] == stamps
+    out = capsys.readouterr().out
+    assert out.count("train ") == 2 and out.count("test ") == 2
+    assert _run(["data", "prepare", "darcy-nope"]) == 2
+    assert "unknown preset 'darcy-nope'" in capsys.readouterr().err

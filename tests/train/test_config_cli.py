@@ -43,3 +43,33 @@ def test_cli_print_config_applies_overrides(capsys):
     assert main(["train", "burgers-gt", "--print-config", "--norm-scheme", "regular", "--lr", "5e-4"]) == 0
     out = capsys.readouterr().out
     assert "norm_scheme: regular" in out and "lr: 0.0005" in out
+
+
+@pytest.mark.parametrize("preset", ["darcy-inverse-gt", "darcy-inverse-ft-regular", "darcy-inverse-fno"])
+def test_inverse_model_output_grid_follows_the_data_target_grid(preset):
+    """The paper's pairs: fine 141 pooled by 4 -> 36, fine 211 pooled by 3 -> 71 (the attention grid moves along);
+    the same pooling the dataset does (NaN-padded, so ceil)."""
+    from opformer.train.config import inverse_target_size
+
+    cfg = resolve(load_preset(preset))
+    assert cfg["model"]["out_size"] == 36
+    big = resolve(apply_overrides(cfg, {"resolution": 211, "coarse_factor": 3}))
+    assert big["model"]["out_size"] == 71
+    if "coarse_size" in cfg["model"]:
+        assert cfg["model"]["coarse_size"] == 36 and big["model"]["coarse_size"] == 71
+        own = resolve(apply_overrides(cfg, {"resolution": 211, "coarse_factor": 3, "coarse_size": 50}))
+        assert own["model"]["coarse_size"] == 50 and own["model"]["out_size"] == 71
+    assert [inverse_target_size(n, f) for n, f in ((141, 4), (211, 3), (85, 3), (29, 4))] == [36, 71, 29, 8]
+    with pytest.raises(ConfigError, match="coarse_factor must be a positive integer"):
+        resolve(apply_overrides(cfg, {"coarse_factor": 0}))
+
+
+def test_inverse_target_grid_matches_the_dataset_pooling():
+    import numpy as np
+
+    from opformer.data.darcy import pool_nanmean
+    from opformer.train.config import inverse_target_size
+
+    for n, f in ((141, 4), (211, 3), (85, 3), (29, 4), (30, 7)):
+        pooled = pool_nanmean(np.zeros((1, 1, n, n)), f)
+        assert pooled.shape[-1] == inverse_target_size(n, f), (n, f, pooled.shape)
