@@ -73,3 +73,18 @@ def test_inverse_target_grid_matches_the_dataset_pooling():
     for n, f in ((141, 4), (211, 3), (85, 3), (29, 4), (30, 7)):
         pooled = pool_nanmean(np.zeros((1, 1, n, n)), f)
         assert pooled.shape[-1] == inverse_target_size(n, f), (n, f, pooled.shape)
+
+
+def test_cpu_reduced_darcy_presets_share_the_default_files_and_use_85_and_29():
+    """The CPU-reduced presets read the same cached r421 files as the full presets (same recipes), strided to 85
+    (420 / 84 = stride 5), with a 29 x 29 attention / target grid."""
+    full = {"darcy": resolve(load_preset("darcy-gt")), "darcy-inverse": resolve(load_preset("darcy-inverse-gt"))}
+    names = [n for n in list_presets() if n.startswith("darcy") and n.endswith("-cpu")]
+    assert len(names) == 6
+    for name in names:
+        cfg = resolve(load_preset(name))
+        d, ref = cfg["data"], full[cfg["problem"]]["data"]
+        assert (d["recipe"], d["test_recipe"], d["train_pool"], d["n_val"]) == (
+            ref["recipe"], ref["test_recipe"], ref["train_pool"], ref["n_val"])
+        assert d["resolution"] == 85 and 420 % (d["resolution"] - 1) == 0
+        assert cfg["model"].get("coarse_size", 29) == 29 and cfg["model"].get("out_size", 29) == 29
