@@ -1,0 +1,40 @@
+#!/usr/bin/env python
+"""Print a markdown table of the runs under a directory (every metrics.json below it).
+
+    python scripts/collect_results.py runs/table2b runs/table3
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+
+def rows(roots):
+    for root in roots:
+        for path in sorted(Path(root).rglob("metrics.json")):
+            m = json.loads(path.read_text())
+            if "test_rel_l2" not in m or "epochs" not in m:
+                continue  # an evaluation record, not a training run
+            yield path.parent, m
+
+
+def main(argv=None) -> int:
+    roots = (argv if argv is not None else sys.argv[1:]) or ["runs"]
+    print("| run | preset | noise | test rel. L2 | val rel. L2 | best epoch / epochs | wall [s] | parameters |")
+    print("|---|---|---|---|---|---|---|---|")
+    for run, m in rows(roots):
+        cfg = run / "config.yaml"
+        noise = ""
+        if cfg.exists() and m.get("problem") == "darcy-inverse":
+            import yaml
+
+            noise = str(yaml.safe_load(cfg.read_text())["data"]["noise"])
+        print(f"| {run} | {m['preset']} | {noise} | {m['test_rel_l2']:.4e} | {m['val_rel_l2']:.4e} | "
+              f"{m.get('best_epoch')} / {m['epochs']} | {m['seconds']:.0f} | {m['parameters']:,} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
