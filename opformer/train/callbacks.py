@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
+import lightning as L
 import torch
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 from torch.utils.data import Sampler
@@ -24,6 +25,16 @@ class AtomicCheckpointIO(TorchCheckpointIO):
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
+
+
+class FlushLoggersOnCheckpoint(L.Callback):
+    """Write the loggers' buffered rows whenever a checkpoint is made (before its file is written), so that a run
+    killed after a checkpoint keeps the training history up to that checkpoint: the CSV logger otherwise buffers
+    up to ``flush_logs_every_n_steps`` (100) steps, and a resumed run starts after the checkpoint's epoch."""
+
+    def on_save_checkpoint(self, trainer, pl_module, checkpoint) -> None:
+        for logger in trainer.loggers:
+            logger.save()
 
 
 def atomic_write_text(path, text: str) -> None:

@@ -16,7 +16,7 @@ import yaml
 from torch.utils.data import DataLoader, Dataset
 
 from .. import __version__
-from .callbacks import AtomicCheckpointIO, EpochShuffleSampler, atomic_write_text
+from .callbacks import AtomicCheckpointIO, EpochShuffleSampler, FlushLoggersOnCheckpoint, atomic_write_text
 from .config import ConfigError, resolve
 from .data_setup import DataBundle, build_data
 from .module import OperatorModule, count_parameters
@@ -131,6 +131,7 @@ def _trainer(cfg: dict, out: Path, progress: bool, callbacks: list, logger=True,
             L.pytorch.loggers.CSVLogger(out, name="logs", version=""),
             L.pytorch.loggers.TensorBoardLogger(out, name="logs", version="", default_hp_metric=False),
         ]
+        callbacks = callbacks + [FlushLoggersOnCheckpoint()]
     plugins = [AtomicCheckpointIO()]
     if progress:
         callbacks = callbacks + [L.pytorch.callbacks.TQDMProgressBar(refresh_rate=1)]

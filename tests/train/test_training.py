@@ -172,3 +172,22 @@ def test_ddp_two_cpu_processes_match_one_process(tiny_config, tmp_path):
     ddp = json.loads((out / "metrics.json").read_text())
     assert ddp["val_rel_l2"] == pytest.approx(single["val_rel_l2"], rel=1e-4)
     assert ddp["test_rel_l2"] == pytest.approx(single["test_rel_l2"], rel=1e-4)
+
+
+def test_checkpoint_flushes_the_csv_history(tmp_path):
+    """A run killed right after a checkpoint keeps its history: the CSV logger's buffered rows are written when the
+    checkpoint is made (Lightning's CSVLogger otherwise writes every 100 steps)."""
+    from types import SimpleNamespace
+
+    import lightning as L
+
+    from opformer.train.callbacks import FlushLoggersOnCheckpoint
+    from opformer.train.plots import read_metrics_csv
+
+    logger = L.pytorch.loggers.CSVLogger(tmp_path, name="logs", version="")
+    for epoch in range(3):
+        logger.log_metrics({"epoch": epoch, "val_rel_l2": 1.0 / (epoch + 1)}, step=epoch)
+    csv = tmp_path / "logs" / "metrics.csv"
+    assert not csv.exists() or "val_rel_l2" not in csv.read_text()  # still buffered
+    FlushLoggersOnCheckpoint().on_save_checkpoint(SimpleNamespace(loggers=[logger]), None, {})
+    assert [e for e, _ in read_metrics_csv(csv)["val_rel_l2"]] == [0, 1, 2]
