@@ -10,6 +10,8 @@ from typing import Optional
 
 import torch
 
+from ..nn.attention import FOURIER_ORDERS, fourier_linear_order
+
 __all__ = ["attention_case", "model_case", "build_case", "estimate_memory_bytes", "DTYPES"]
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float64": torch.float64}
@@ -45,8 +47,8 @@ def attention_case(
         raise ValueError(f"repeats and warmup must be >= 1, got {repeats}, {warmup}")
     if impl not in ("opformer", "reference"):
         raise ValueError(f"impl must be 'opformer' or 'reference', got {impl!r}")
-    if fourier_order not in ("auto", "quadratic", "linear"):
-        raise ValueError(f"fourier_order must be 'auto', 'quadratic' or 'linear', got {fourier_order!r}")
+    if fourier_order not in FOURIER_ORDERS:
+        raise ValueError(f"fourier_order must be one of {FOURIER_ORDERS}, got {fourier_order!r}")
     return {
         "what": "attention",
         "impl": impl,
@@ -180,8 +182,10 @@ def estimate_memory_bytes(case: dict) -> int:
     b, n, d, h, L = case["batch"], case["n"], case["d_model"], case["n_heads"], case["layers"]
     linear = b * n * (26 * d + 4 * case["dim_feedforward"]) * e * (L + 0.25)
     quad = 0
-    if case["kind"] == "softmax" or (case["kind"] == "fourier" and case.get("fourier_order") != "linear"
-                                     and not (case.get("fourier_order") == "auto" and n > d // h + case["pos_dim"])):
+    dh = d // h + case["pos_dim"]
+    if case["kind"] == "softmax" or (
+        case["kind"] == "fourier" and not fourier_linear_order(n, n, dh, dh, 0.0, case.get("fourier_order") or "quadratic")
+    ):
         c = case["chunk_size"]
         if c is not None and c < n:
             quad = 3 * b * h * c * n * e

@@ -9,7 +9,7 @@ from typing import Any, ClassVar, Optional
 
 from torch import Tensor, nn
 
-from ..nn.attention import KERNELS
+from ..nn.attention import FOURIER_ORDERS, KERNELS
 from ..nn.encoder import ACTIVATIONS, NORM_SCHEMES
 
 __all__ = ["OperatorModel", "EncoderConfig", "make_config", "closest"]
@@ -84,7 +84,7 @@ class EncoderConfig:
         _choice("norm_scheme", self.norm_scheme, NORM_SCHEMES)
         _choice("activation", self.activation, ACTIVATIONS)
         _choice("init", self.init, ("eta_delta", "xavier"))
-        _choice("fourier_order", self.fourier_order, ("auto", "quadratic", "linear"))
+        _choice("fourier_order", self.fourier_order, FOURIER_ORDERS)
         for name in ("d_model", "num_layers", "n_heads"):
             _positive_int(name, getattr(self, name))
         if self.d_model % self.n_heads:

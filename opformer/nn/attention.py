@@ -25,6 +25,8 @@ __all__ = [
     "softmax_attention",
     "linear_attention",
     "KERNELS",
+    "FOURIER_ORDERS",
+    "fourier_linear_order",
     "NORMALIZED",
     "register_kernel",
     "SimpleAttention",
@@ -65,8 +67,14 @@ def galerkin_attention(
     return torch.matmul(q, kv.to(q.dtype))
 
 
-def _fourier_linear_order(q: Tensor, k: Tensor, v: Tensor, dropout_p: float, order: str) -> bool:
-    """Whether fourier attention is evaluated as Q (K^T V) instead of (Q K^T) V."""
+#: association orders of the fourier kind (see :func:`fourier_attention`)
+FOURIER_ORDERS = ("auto", "quadratic", "linear")
+
+
+def fourier_linear_order(n_q: int, n_k: int, d: int, d_v: int, dropout_p: float = 0.0, order: str = "auto") -> bool:
+    """Whether fourier attention with these sizes is evaluated as Q (K^T V) instead of (Q K^T) V."""
+    if order not in FOURIER_ORDERS:
+        raise ValueError(f"order must be one of {FOURIER_ORDERS}, got {order!r}")
     if order == "quadratic":
         return False
     if order == "linear":
@@ -76,12 +84,13 @@ def _fourier_linear_order(q: Tensor, k: Tensor, v: Tensor, dropout_p: float, ord
                 f"(dropout_p={dropout_p}); use order='auto' or 'quadratic', or dropout_p=0"
             )
         return True
-    if order != "auto":
-        raise ValueError(f"order must be 'auto', 'quadratic' or 'linear', got {order!r}")
     if dropout_p > 0.0:  # score dropout needs the explicit matrix
         return False
-    nq, nk, d, dv = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
-    return nk * d * dv + nq * d * dv < nq * nk * (d + dv)  # multiply-adds of the two association orders
+    return n_k * d * d_v + n_q * d * d_v < n_q * n_k * (d + d_v)  # multiply-adds of the two association orders
+
+
+def _fourier_linear_order(q: Tensor, k: Tensor, v: Tensor, dropout_p: float, order: str) -> bool:
+    return fourier_linear_order(q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1], dropout_p, order)
 
 
 def fourier_attention(
@@ -293,8 +302,8 @@ class SimpleAttention(nn.Module):
         self.d_head = d_model // n_heads
         self.kernel = KERNELS[kind]
         self.dropout, self.reference_attn_dropout = dropout, reference_attn_dropout
-        if fourier_order not in ("auto", "quadratic", "linear"):
-            raise ValueError(f"fourier_order must be 'auto', 'quadratic' or 'linear', got {fourier_order!r}")
+        if fourier_order not in FOURIER_ORDERS:
+            raise ValueError(f"fourier_order must be one of {FOURIER_ORDERS}, got {fourier_order!r}")
         self.chunk_size = chunk_size
         self.fourier_order = fourier_order
         self.check_finite = check_finite
