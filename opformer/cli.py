@@ -16,8 +16,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"opformer {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in ("train", "data", "bench"):
-        importlib.import_module(f"opformer.{name}.cli").register(sub)
+    importlib.import_module("opformer.train.cli").register(sub)
+    data_sub = importlib.import_module("opformer.pde.cli").register(sub)
+    importlib.import_module("opformer.train.cli").register_prepare(data_sub)  # needs the tasks, so not in pde
+    importlib.import_module("opformer.bench.cli").register(sub)
     return parser
 
 

@@ -1,38 +1,19 @@
-"""opformer.data: Gaussian random fields, the Burgers and Darcy solvers, data set recipes, HDF5 storage,
-readers for other formats, normalizers and PyTorch datasets.
+"""opformer.data: readers for data files with any keys (.h5, .mat, .npz, .pt), normalizers, splits and PyTorch
+datasets.  The solvers, recipes and HDF5 storage that make the data live in :mod:`opformer.pde`.
 
-Imports only numpy, scipy, h5py, tqdm and (for the datasets and ``.pt`` files) torch. The torch-based
-names (:class:`BurgersDataset`, :class:`DarcyDataset`, :class:`DarcyInverseDataset`,
-:class:`UnitGaussianNormalizer`, :func:`make_splits`) are loaded on first use, so generating data does not
-import torch.
-
-See ``docs/data.md`` for the recipes, how they were verified, and the commands.
+The torch-based names are loaded on first use, so reading arrays does not import torch.
 """
 
 from __future__ import annotations
 
-from . import burgers, darcy, grf
-from .errors import DataError
-from .generate import BURGERS_R10, DARCY_R421, compute_samples, default_recipe, ensure_dataset, generate_dataset, make_recipe
+from ..pde.errors import DataError
 from .readers import ArraySource, load_arrays, open_source
-from .storage import read_header
 
 __all__ = [
     "DataError",
-    "BURGERS_R10",
-    "DARCY_R421",
-    "default_recipe",
-    "make_recipe",
-    "compute_samples",
-    "generate_dataset",
-    "ensure_dataset",
-    "read_header",
     "load_arrays",
     "open_source",
     "ArraySource",
-    "burgers",
-    "darcy",
-    "grf",
     "UnitGaussianNormalizer",
     "make_splits",
     "BurgersDataset",

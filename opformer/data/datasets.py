@@ -45,8 +45,8 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from .darcy import cell_coords, node_coords, pool_nanmean
-from .errors import DataError
+from ..pde.darcy import cell_coords, node_coords, pool_nanmean
+from ..pde.errors import DataError
 from .readers import ArraySource, open_source
 
 __all__ = ["UnitGaussianNormalizer", "make_splits", "BurgersDataset", "DarcyDataset", "DarcyInverseDataset"]

@@ -27,8 +27,8 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from .errors import DataError
-from .storage import FORMAT, canonical_recipe, read_header, recipe_diff
+from ..pde.errors import DataError
+from ..pde.storage import FORMAT, canonical_recipe, read_header, recipe_diff
 
 __all__ = ["ArraySource", "open_source", "load_arrays", "resolve_paths"]
 

@@ -41,6 +41,39 @@ def register(sub) -> None:
     e.set_defaults(func=_eval)
 
 
+def register_prepare(data_sub) -> None:
+    p = data_sub.add_parser("prepare", help="generate and cache the default data files of training presets",
+                            description="Generate (once) the default data files that `opformer train PRESET` uses and "
+                                        "print their paths; presets with the same recipe share the cached files "
+                                        "($OPFORMER_DATA or ~/.cache/opformer/data).  Interrupted generation resumes.")
+    p.add_argument("presets", nargs="+", help="preset names (opformer train --list) or YAML files")
+    p.add_argument("--workers", type=int, default=None, help="worker processes (default: all local cores)")
+    p.set_defaults(func=_run_prepare)
+
+
+def _run_prepare(args) -> int:
+    from ..pde import DataError
+    from .config import ConfigError, load_preset, resolve
+    from .data_setup import resolve_paths
+
+    for name in args.presets:
+        try:
+            cfg = resolve(load_preset(name))
+            if cfg["data"]["path"] is not None:
+                print(f"{name}: uses the given file {cfg['data']['path']}, nothing to generate")
+                continue
+            cfg["data"]["workers"] = args.workers
+            train, test = resolve_paths(cfg)
+        except (ConfigError, DataError, ValueError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            print("interrupted: the finished samples are kept; run the same command to resume", file=sys.stderr)
+            return 130
+        print(f"{name}: train {train}" + (f"\n{' ' * len(name)}  test  {test}" if test else ""))
+    return 0
+
+
 def _parse_extra(extra: list[str]) -> dict:
     from .config import ConfigError, parse_value
 

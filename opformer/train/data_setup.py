@@ -41,7 +41,7 @@ def default_data_path(problem: str, recipe: dict) -> Path:
 
 
 def _ensure(problem: str, overrides: dict, workers) -> Path:
-    from ..data.generate import ensure_dataset, make_recipe
+    from ..pde.generate import ensure_dataset, make_recipe
 
     recipe = make_recipe(problem, **overrides)
     path = default_data_path(problem, recipe)

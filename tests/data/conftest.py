@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from opformer.data import generate_dataset, make_recipe
+from opformer.pde import generate_dataset, make_recipe
 
 # Tiny recipes: the same code paths as the full-size ones at a fraction of the cost.
 SMALL_BURGERS = dict(n_samples=24, resolution=128, solve_resolution=64, steps=40)

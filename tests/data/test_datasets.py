@@ -15,7 +15,7 @@ from opformer.data import (
     load_arrays,
     make_splits,
 )
-from opformer.data.darcy import cell_coords, pool_nanmean
+from opformer.pde.darcy import cell_coords, pool_nanmean
 
 BURGERS_KW = dict(train_pool=16, n_val=4, test_range=(-6, None))
 DARCY_KW = dict(n_val=2, test_range=(-4, None))

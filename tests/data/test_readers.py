@@ -8,7 +8,8 @@ import pytest
 import scipy.io
 import torch
 
-from opformer.data import DataError, generate_dataset, load_arrays, make_recipe, open_source
+from opformer.data import load_arrays, open_source
+from opformer.pde import DataError, generate_dataset, make_recipe
 
 A = np.arange(3 * 4 * 5, dtype=np.float64).reshape(3, 4, 5)
 U = -A
@@ -96,7 +97,7 @@ def test_shards_concatenate_by_index_and_gaps_overlaps_and_recipes_are_checked(t
 
 def test_unfinished_generation_is_not_read(tmp_path):
     recipe = make_recipe("burgers", n_samples=4, resolution=32, solve_resolution=None, steps=10, grf={"modes": 5})
-    from opformer.data.storage import ShardWriter
+    from opformer.pde.storage import ShardWriter
 
     with ShardWriter(tmp_path / "p.h5", recipe, start=0, stop=4, shapes={"a": (32,), "u": (32,)}, coords={}) as w:
         w.write([0], {"a": np.zeros((1, 32)), "u": np.zeros((1, 32))})

@@ -29,7 +29,7 @@ TINY_MODEL = dict(
 @pytest.fixture(scope="session")
 def burgers_file(tmp_path_factory) -> Path:
     """A tiny R10-recipe Burgers file: 48 samples on 256 points (a few seconds)."""
-    from opformer.data import ensure_dataset
+    from opformer.pde import ensure_dataset
 
     path = tmp_path_factory.mktemp("data") / "burgers-tiny.h5"
     return ensure_dataset("burgers", path, workers=1, progress=False, n_samples=48, resolution=256, steps=100)

@@ -67,7 +67,7 @@ def test_inverse_model_output_grid_follows_the_data_target_grid(preset):
 def test_inverse_target_grid_matches_the_dataset_pooling():
     import numpy as np
 
-    from opformer.data.darcy import pool_nanmean
+    from opformer.pde.darcy import pool_nanmean
     from opformer.train.config import inverse_target_size
 
     for n, f in ((141, 4), (211, 3), (85, 3), (29, 4), (30, 7)):

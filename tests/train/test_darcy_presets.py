@@ -14,7 +14,7 @@ PRESETS_2D = [p for p in list_presets() if p.startswith("darcy") and not p.endsw
 @pytest.fixture(scope="module")
 def darcy_files(tmp_path_factory):
     """Tiny piececonst files on a 29-node grid: 12 training and 4 test samples (independent streams)."""
-    from opformer.data import ensure_dataset
+    from opformer.pde import ensure_dataset
 
     d = tmp_path_factory.mktemp("darcy")
     train = ensure_dataset("darcy", d / "train.h5", workers=1, progress=False, n_samples=12, resolution=29)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from opformer.data import DataError, darcy
-from opformer.data.grf import sample_rng
+from opformer.pde import DataError, darcy
+from opformer.pde.grf import sample_rng
 
 PI = np.pi
 

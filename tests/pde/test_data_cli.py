@@ -1,22 +1,17 @@
-"""The `opformer data` sub-command, driven through `register` with the top-level parser's layout."""
+"""The `opformer data` sub-command, driven through the top-level command."""
 
 from __future__ import annotations
-
-import argparse
 
 import numpy as np
 import pytest
 
-from opformer.data import load_arrays, read_header
-from opformer.data.cli import register
+from opformer.data import load_arrays
+from opformer.pde import read_header
+from opformer.cli import main
 
 
 def _run(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="opformer")
-    sub = parser.add_subparsers(dest="command", required=True)
-    register(sub)
-    args = parser.parse_args(argv)
-    return args.func(args)
+    return main(argv)
 
 
 def test_burgers_command_writes_the_requested_recipe(tmp_path, capsys):

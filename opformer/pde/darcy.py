@@ -205,7 +205,7 @@ def piececonst_coefficient(
 ) -> np.ndarray:
     """Piecewise-constant coefficient ``(k, k)`` on the cell grid: ``high`` where psi >= 0, ``low`` where psi < 0.
 
-    psi is :func:`opformer.data.grf.grf2d_neumann` ``(k, rng, alpha, tau)``.
+    psi is :func:`opformer.pde.grf.grf2d_neumann` ``(k, rng, alpha, tau)``.
     """
     psi = grf2d_neumann(k, rng, alpha=alpha, tau=tau)
     return np.where(psi >= 0.0, float(high), float(low))

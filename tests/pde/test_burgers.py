@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from opformer.data import DataError, burgers
-from opformer.data.grf import grf1d_periodic, sample_rng
+from opformer.pde import DataError, burgers
+from opformer.pde.grf import grf1d_periodic, sample_rng
 
 NU_UNIT, T_UNIT = 0.1 / (2 * math.pi), 1.0 / (2 * math.pi)  # R10 on the unit period
 

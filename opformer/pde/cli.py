@@ -9,9 +9,8 @@
                         [--seed 0] [--workers W] [--start i --stop j] [--grid cell|node]
                         [--face arithmetic|harmonic] [--solver direct|amg]
     opformer data info FILE [FILE ...]
-    opformer data prepare PRESET [PRESET ...] [--workers W]   # generate (once) and cache a training preset's files
 
-The inverse Darcy data set is not a separate file: :class:`opformer.data.DarcyInverseDataset` derives it
+The inverse Darcy data set is not a separate file: the ``darcy-inverse`` task derives it
 from the Darcy files (u as input with noise added at load time, pooled a as target).
 """
 
@@ -41,13 +40,14 @@ def _common(p: argparse.ArgumentParser, defaults: dict) -> None:
 
 
 def register(subparsers) -> argparse.ArgumentParser:
-    """Add the ``data`` sub-command (with ``burgers``, ``darcy``, ``info``) to an argparse subparsers object.
+    """Add the ``data`` sub-command (with ``burgers``, ``darcy``, ``info``) to an argparse subparsers object and
+    return its own subparsers (``opformer/cli.py`` adds ``data prepare`` there, which needs the tasks).
 
     Each leaf parser sets ``func``, a callable ``(args) -> int`` (the exit status).
     """
     data = subparsers.add_parser("data", help="generate or inspect data sets",
                                  description="Generate the paper's data sets (deterministic, parallel, resumable, shardable).")
-    sub = data.add_subparsers(dest="data_command", required=True, metavar="{burgers,darcy,info}")
+    sub = data.add_subparsers(dest="data_command", required=True, metavar="{burgers,darcy,info,prepare}")
 
     b = sub.add_parser("burgers", help="Burgers R10 data set (initial condition a -> u(., T))",
                        description="Burgers u_t + u u_x = nu u_xx; default: the FNO R10 recipe (see docs/data.md).")
@@ -86,14 +86,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     i.add_argument("files", nargs="+", help="opformer data files (FILE or FILE.partial)")
     i.set_defaults(func=_run_info)
 
-    p = sub.add_parser("prepare", help="generate and cache the default data files of training presets",
-                       description="Generate (once) the default data files that `opformer train PRESET` uses and "
-                                   "print their paths; presets with the same recipe share the cached files "
-                                   "($OPFORMER_DATA or ~/.cache/opformer/data).  Interrupted generation resumes.")
-    p.add_argument("presets", nargs="+", help="preset names (opformer train --list) or YAML files")
-    p.add_argument("--workers", type=int, default=None, help="worker processes (default: all local cores)")
-    p.set_defaults(func=_run_prepare)
-    return data
+    return sub
 
 
 def _terminate(signum, frame):  # SIGTERM (a cluster's time limit, kill): stop like Ctrl-C, keeping finished samples
@@ -117,28 +110,6 @@ def _generate(args, recipe: dict) -> int:
               file=sys.stderr)
         return 130
     print(f"wrote {path}")
-    return 0
-
-
-def _run_prepare(args) -> int:
-    from ..train.config import ConfigError, load_preset, resolve
-    from ..train.data_setup import resolve_paths
-
-    for name in args.presets:
-        try:
-            cfg = resolve(load_preset(name))
-            if cfg["data"]["path"] is not None:
-                print(f"{name}: uses the given file {cfg['data']['path']}, nothing to generate")
-                continue
-            cfg["data"]["workers"] = args.workers
-            train, test = resolve_paths(cfg)
-        except (ConfigError, DataError, ValueError) as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-        except KeyboardInterrupt:
-            print("interrupted: the finished samples are kept; run the same command to resume", file=sys.stderr)
-            return 130
-        print(f"{name}: train {train}" + (f"\n{' ' * len(name)}  test  {test}" if test else ""))
     return 0
 
 
@@ -191,7 +162,7 @@ def _run_info(args) -> int:
 
 
 def main(argv=None) -> int:
-    """Stand-alone entry point (``python -m opformer.data.cli burgers ...``) with the same arguments."""
+    """Stand-alone entry point (``python -m opformer.pde.cli burgers ...``) with the same arguments."""
     parser = argparse.ArgumentParser(prog="opformer")
     sub = parser.add_subparsers(dest="command", required=True)
     register(sub)

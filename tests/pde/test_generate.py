@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 
 import opformer
-from opformer.data import BURGERS_R10, DARCY_R421, DataError, ensure_dataset, generate_dataset, load_arrays, make_recipe
+from opformer.data import load_arrays
+from opformer.pde import BURGERS_R10, DARCY_R421, DataError, ensure_dataset, generate_dataset, make_recipe
 
-generate_module = importlib.import_module("opformer.data.generate")
-from opformer.data.storage import partial_path, read_header
+generate_module = importlib.import_module("opformer.pde.generate")
+from opformer.pde.storage import partial_path, read_header
 
 TINY = dict(n_samples=12, resolution=64, solve_resolution=None, steps=20, grf={"modes": 10})
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import scipy.fft
 
-from opformer.data import DataError
-from opformer.data.grf import grf1d_mode_variance, grf1d_periodic, grf2d_mode_std, grf2d_neumann, sample_rng
+from opformer.pde import DataError
+from opformer.pde.grf import grf1d_mode_variance, grf1d_periodic, grf2d_mode_std, grf2d_neumann, sample_rng
 
 
 def _fourier_coefficients(u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
