@@ -16,12 +16,14 @@ __all__ = [
     "ArraySource",
     "UnitGaussianNormalizer",
     "make_splits",
-    "BurgersDataset",
-    "DarcyDataset",
-    "DarcyInverseDataset",
+    "FieldDataset",
+    "stride_for",
+    "read_blocks",
+    "sample_array",
+    "keys_pair",
 ]
 
-_LAZY = {"UnitGaussianNormalizer", "make_splits", "BurgersDataset", "DarcyDataset", "DarcyInverseDataset"}
+_LAZY = {"UnitGaussianNormalizer", "make_splits", "FieldDataset", "stride_for", "read_blocks", "sample_array", "keys_pair"}
 
 
 def __getattr__(name: str):

@@ -158,6 +158,8 @@ class _File:
         self.memory = {}
         for key, value in arrays.items():
             value = np.asarray(value)
+            if value.dtype == np.bool_:  # masks and indicator fields are read as 0/1
+                value = value.astype(np.float64)
             if not np.issubdtype(value.dtype, np.number) or np.issubdtype(value.dtype, np.complexfloating):
                 raise DataError(f"{self.path}: key {key!r} expected a real numeric array, found dtype {value.dtype}")
             self.memory[key] = value

@@ -186,6 +186,12 @@ class OperatorModel(nn.Module):
     def _check_grid(self, grid: tuple[int, ...]) -> None:  # pragma: no cover - overridden
         pass
 
+    @classmethod
+    def max_modes(cls, config, grid: tuple[int, ...]) -> int:
+        """The most spectral modes (``config.modes``) that an input grid ``grid`` allows (models without modes:
+        unlimited)."""
+        return 1 << 30
+
     def forward(self, input: Any, coords: Optional[Tensor] = None) -> Tensor:
         """``input`` (batch, *grid, in_channels) and ``coords`` (batch, *grid, dim), or a batch dict -> prediction."""
         if isinstance(input, Mapping):

@@ -90,6 +90,10 @@ class FNO1d(_FNO):
     spatial_dim = 1
     conv_class = SpectralConv1d
 
+    @classmethod
+    def max_modes(cls, config, grid: tuple[int, ...]) -> int:
+        return grid[0] // 2 + 1
+
     def _check_grid(self, grid: tuple[int, ...]) -> None:
         n, m = grid[0], self.config.modes
         if n // 2 + 1 < m:
@@ -108,6 +112,11 @@ class FNO2d(_FNO):
     config_class = FNO2dConfig
     spatial_dim = 2
     conv_class = SpectralConv2d
+
+    @classmethod
+    def max_modes(cls, config, grid: tuple[int, ...]) -> int:
+        h, w = (config.out_size,) * 2 if config.out_size is not None else grid
+        return min(h // 2, w // 2 + 1)
 
     def _check_grid(self, grid: tuple[int, ...]) -> None:
         h, w = (self.config.out_size,) * 2 if self.config.out_size is not None else grid

@@ -102,6 +102,10 @@ class Transformer1d(OperatorModel):
             coord_dim=1 if cfg.spatial_fc else 0,
         )
 
+    @classmethod
+    def max_modes(cls, config, grid: tuple[int, ...]) -> int:
+        return grid[0] // 2 + 1
+
     def _check_grid(self, grid: tuple[int, ...]) -> None:
         n, m = grid[0], self.config.modes
         if n // 2 + 1 < m:
@@ -229,6 +233,12 @@ class Transformer2d(OperatorModel):
         cfg = self.config
         coarse = cfg.coarse_size if cfg.coarse_size is not None else default_coarse_size(fine_size)
         return coarse, (cfg.out_size if cfg.out_size is not None else fine_size)
+
+    @classmethod
+    def max_modes(cls, config, grid: tuple[int, ...]) -> int:
+        if config.decoder != "spectral":
+            return 1 << 30
+        return (config.out_size if config.out_size is not None else grid[0]) // 2
 
     def _check_grid(self, grid: tuple[int, ...]) -> None:
         n_f = grid[0]

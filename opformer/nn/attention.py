@@ -218,6 +218,149 @@ def _chunked(kernel: Kernel, chunk: int, q: Tensor, k: Tensor, v: Tensor, weight
     return torch.cat(outs, dim=-2)
 
 
+# --- the fused Galerkin/linear layer path -----------------------------------------------------------------------
+#
+# With coordinates p appended to every head, K_a = [p, K~], V_a = [p, V~] and Q_a = [p, Q], the Galerkin layer is
+#     out = sum_h Q_a,h M_h W_o,h^T + b_o,   M_h = K_a,h^T diag(w) V_a,h  (times the scale, possibly dropped out),
+# and every factor of n on the right is a (p + d) x (p + d) or d x d_model matrix.  So the n-sized work reduces to:
+#   * the raw moments of the normalized K^, V^ (K~ = K^ diag(gamma) + 1 beta^T: the per-head affine is folded into
+#     the small matrices, as are the coordinate blocks [p, 1]^T diag(w) [p, 1] -- nothing is concatenated);
+#   * one product out = x C + p B + c with C = W_q^T stack_h(M_h W_o,h^T) (the query projection and the output
+#     projection folded into one d_model x d_model matrix per batch element: Q and the heads are never formed).
+# The per-head layer norm is taken about the mean removed in weight space: K - mean_d(K) = x (P W_k)^T + P b_k with
+# P = I - 11^T/d per head, so only the root-mean-square pass remains, and its backward needs no mean either (the
+# centring P annihilates constants per head).  Two custom autograd functions hold the n-sized work; everything
+# between them (the affine maps, scale, dropout, W_q, W_o) is ordinary autograd on small matrices.
+
+
+def _head_gram(a: Tensor, b: Tensor) -> Tensor:
+    """sum_n a[., n, h]^T b[., n, h] per batch element and head: (batch, n, heads, d1), (batch, n, heads, d2) ->
+    (batch, heads, d1, d2).  One batched product over the heads per batch element, on strided views (no copies)."""
+    out = a.new_empty(a.shape[0], a.shape[2], a.shape[3], b.shape[3])
+    for i in range(a.shape[0]):
+        torch.bmm(a[i].permute(1, 2, 0), b[i].permute(1, 0, 2), out=out[i])
+    return out
+
+
+def _head_apply(a: Tensor, m: Tensor) -> Tensor:
+    """a[., n, h] @ m[., h] per batch element and head: (batch, n, heads, d1), (batch, heads, d1, d2) ->
+    (batch, n, heads, d2), written in that layout (one batched product per batch element, strided output)."""
+    out = a.new_empty(a.shape[0], a.shape[1], a.shape[2], m.shape[3])
+    for i in range(a.shape[0]):
+        torch.bmm(a[i].transpose(0, 1), m[i], out=out[i].transpose(0, 1))
+    return out
+
+
+def _rms_rstd(y: Tensor, eps: float) -> Tensor:
+    """1 / sqrt(mean_d(y^2) + eps) over the last dim of a zero-mean y, keepdim (the layer norm's rstd)."""
+    ss = torch.linalg.vector_norm(y, dim=-1, keepdim=True)
+    return ss.square_().div_(y.shape[-1]).add_(eps).rsqrt_()
+
+
+def _rms_backward_(g: Tensor, y: Tensor, rstd: Tensor) -> Tensor:
+    """In place: the gradient of y = rstd * y_c w.r.t. the zero-mean y_c, g <- rstd (g - y <g, y> / d)."""
+    d = g.shape[-1]
+    dot = torch.matmul(g.unsqueeze(-2), y.unsqueeze(-1)).squeeze(-1)  # row-wise <g, y>, (..., 1)
+    return g.addcmul_(y, dot, value=-1.0 / d).mul_(rstd)
+
+
+class _KVMoments(torch.autograd.Function):
+    """x -> raw moments of K^ = rms(x W_k^T + b_k), V^ = rms(x W_v^T + b_v) per head, with the coordinates and ones.
+
+    Forward returns ``r_kv`` (batch, heads, d, d) = sum_n w K^_h^T V^_h, and ``r_1k``, ``r_1v`` (batch, p+1, d_model) =
+    sum_n w [p, 1]^T K^ (resp. V^), with w the quadrature weights (``None``: 1, the caller divides by n).  The
+    weights W_k, W_v must already be centred per head when ``eps`` is given (the rms normalization assumes
+    zero-mean rows); ``eps=None`` skips the normalization.  Saves x, K^, V^ and the two rstd's (n * heads each).
+    """
+
+    @staticmethod
+    def forward(ctx, x, wk, bk, wv, bv, pos1, w, heads: int, eps: Optional[float]):
+        b, n, dm = x.shape
+        k = F.linear(x, wk, bk).view(b, n, heads, -1)
+        v = F.linear(x, wv, bv).view(b, n, heads, -1)
+        rk = rv = None
+        if eps is not None:
+            rk, rv = _rms_rstd(k, eps), _rms_rstd(v, eps)
+            k.mul_(rk)
+            v.mul_(rv)
+        kw = k if w is None else k * w[:, :, None, None]
+        r_kv = _head_gram(kw, v)
+        del kw
+        p1w = (pos1 if w is None else pos1 * w[..., None]).transpose(1, 2)
+        r_1k = torch.bmm(p1w, k.view(b, n, dm))
+        r_1v = torch.bmm(p1w, v.view(b, n, dm))
+        ctx.save_for_backward(x, wk, wv, k, v, rk, rv, pos1, w)
+        ctx.normalized = eps is not None
+        return r_kv, r_1k, r_1v
+
+    @staticmethod
+    def backward(ctx, d_kv, d_1k, d_1v):
+        x, wk, wv, k, v, rk, rv, pos1, w = ctx.saved_tensors
+        b, n, dm = x.shape
+        grads = []
+        for this, other, d_pair, d_1, r in ((k, v, d_kv.transpose(-1, -2), d_1k, rk), (v, k, d_kv, d_1v, rv)):
+            g = _head_apply(other, d_pair.contiguous())  # dK^ = V^ dR^T per head (dV^ = K^ dR)
+            g.view(b, n, dm).baddbmm_(pos1, d_1)
+            if w is not None:
+                g.mul_(w[:, :, None, None])
+            if ctx.normalized:
+                _rms_backward_(g, this, r)
+            grads.append(g.view(b * n, dm))
+        gk, gv = grads
+        need = ctx.needs_input_grad
+        x2 = x.reshape(b * n, dm)
+        dx = dwk = dbk = dwv = dbv = None
+        if need[0]:
+            dx = torch.mm(gk, wk).addmm_(gv, wv).view(b, n, dm)
+        if need[1]:
+            dwk = torch.mm(gk.t(), x2)
+        if need[2]:
+            dbk = gk.sum(0)
+        if need[3]:
+            dwv = torch.mm(gv.t(), x2)
+        if need[4]:
+            dbv = gv.sum(0)
+        return dx, dwk, dbk, dwv, dbv, None, None, None, None
+
+
+class _LowRankOut(torch.autograd.Function):
+    """out = x C + p B + c per batch element: x (batch, n, d_in), C (batch, d_in, d_out), p (batch, n, p),
+    B (batch, p, d_out), c (batch, d_out); one product and an in-place rank-p update, saves x and p only."""
+
+    @staticmethod
+    def forward(ctx, x, c_mat, c_vec, pos, b_mat):
+        out = torch.baddbmm(c_vec.unsqueeze(1), x, c_mat)
+        if pos.shape[-1] > 0:
+            out.baddbmm_(pos, b_mat)
+        ctx.save_for_backward(x, c_mat, pos)
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        x, c_mat, pos = ctx.saved_tensors
+        need = ctx.needs_input_grad
+        dx = torch.bmm(dout, c_mat.transpose(1, 2)) if need[0] else None
+        dc_mat = torch.bmm(x.transpose(1, 2), dout) if need[1] else None
+        dc_vec = dout.sum(1) if need[2] else None
+        db = torch.bmm(pos.transpose(1, 2), dout) if need[4] else None
+        return dx, dc_mat, dc_vec, None, db
+
+
+def _affine_map(gamma: Optional[Tensor], beta: Optional[Tensor], h: int, p: int, d: int, like: Tensor) -> Tensor:
+    """T (heads, p+1+d, p+d) with [p, 1, K^] T = [p, K^ diag(gamma) + 1 beta^T] (gamma 1, beta 0 when None)."""
+    z = like.new_zeros
+    if gamma is None:
+        gamma = like.new_ones(h, d)
+        beta = z(h, d)
+    else:
+        gamma, beta = gamma.reshape(h, d).to(like.dtype), beta.reshape(h, d).to(like.dtype)
+    eye_p = torch.eye(p, dtype=like.dtype, device=like.device).expand(h, p, p)
+    rows_p = torch.cat((eye_p, z(h, p, d)), -1)
+    row_1 = torch.cat((z(h, 1, p), beta[:, None]), -1)
+    rows_d = torch.cat((z(h, d, p), torch.diag_embed(gamma)), -1)
+    return torch.cat((rows_p, row_1, rows_d), -2)
+
+
 class _HeadNorm(nn.Module):
     """Per-head layer norm over each head's d_k features (one affine pair per head), applied row-wise."""
 
@@ -259,6 +402,10 @@ class SimpleAttention(nn.Module):
         out_proj: whether to have an output projection; ``None`` = only when pos_dim > 0 (the paper's budget).
         norm_eps: layer-norm epsilon.
         check_finite: raise if the input holds NaN/Inf (a debug check; off by default, it costs a sync).
+        fused: evaluate the galerkin kind (float32/float64, outside autocast, coordinates without gradient) by the
+            fused path: the same function reassociated so that n-sized work is only the K, V projections and
+            their moments and one d_model x d_model product per batch element (see the notes above
+            :func:`_head_gram`).  ``False`` always uses the kernel path (Q, K, V and the heads formed explicitly).
 
     Shapes: ``x`` (batch, n, d_model), ``pos`` (batch, n, pos_dim), ``weights`` (batch, n) -> (batch, n, d_model).
     """
@@ -282,6 +429,7 @@ class SimpleAttention(nn.Module):
         out_proj: Optional[bool] = None,
         norm_eps: float = 1e-5,
         check_finite: bool = False,
+        fused: bool = True,
     ):
         super().__init__()
         if kind not in KERNELS:
@@ -307,6 +455,8 @@ class SimpleAttention(nn.Module):
         self.chunk_size = chunk_size
         self.fourier_order = fourier_order
         self.check_finite = check_finite
+        self.fused = bool(fused)
+        self.norm_eps = norm_eps
         d_cat = self.d_head + pos_dim
         if scale == "sqrt":
             scale = 1.0 / math.sqrt(d_cat)
@@ -392,10 +542,80 @@ class SimpleAttention(nn.Module):
             i = j + 1
         return out
 
-    def forward(self, x: Tensor, pos: Optional[Tensor] = None, weights: Optional[Tensor] = None) -> Tensor:
+    def _fused_applies(self, x: Tensor, pos: Optional[Tensor]) -> bool:
+        return (
+            self.fused
+            and self.kernel is galerkin_attention
+            and x.dtype in (torch.float32, torch.float64)
+            and not torch.is_autocast_enabled(x.device.type)
+            and set(self.norms) in ({"k", "v"}, set())
+            and (pos is None or not pos.requires_grad)
+        )
+
+    def _galerkin_fused(self, x: Tensor, pos: Optional[Tensor], weights: Optional[Tensor], p_drop: float,
+                        residual: bool) -> Tensor:
+        """The galerkin layer as out = x C + p B + c (see the notes above :func:`_head_gram`); same function."""
+        b, n, dm = x.shape
+        h, d, p = self.n_heads, self.d_head, self.pos_dim
+        dt = x.dtype
+        pos = x.new_zeros(b, n, 0) if p == 0 else pos.to(dt).expand(b, n, p)
+        pos1 = torch.cat((pos, x.new_ones(b, n, 1)), -1)  # (batch, n, p+1): the coordinates and the constant 1
+        w_all, b_all = self.qkv.weight.to(dt), self.qkv.bias.to(dt)
+        wq, wk, wv = w_all[:dm], w_all[dm : 2 * dm], w_all[2 * dm :]
+        bq, bk, bv = b_all[:dm], b_all[dm : 2 * dm], b_all[2 * dm :]
+        normed = bool(self.norms)
+        if normed:  # remove each head's mean in weight space: x (P W)^T + P b has zero mean over each head's d
+            wk = wk - wk.view(h, d, dm).mean(1, keepdim=True).expand(h, d, dm).reshape(dm, dm)
+            wv = wv - wv.view(h, d, dm).mean(1, keepdim=True).expand(h, d, dm).reshape(dm, dm)
+            bk = bk - bk.view(h, d).mean(1, keepdim=True).expand(h, d).reshape(dm)
+            bv = bv - bv.view(h, d).mean(1, keepdim=True).expand(h, d).reshape(dm)
+        w = None if weights is None else weights.to(dt)
+        r_kv, r_1k, r_1v = _KVMoments.apply(x, wk, bk, wv, bv, pos1, w, h, self.norm_eps if normed else None)
+        p1w = pos1 if w is None else pos1 * w[..., None]
+        r_11 = torch.bmm(p1w.transpose(1, 2), pos1)  # (batch, p+1, p+1)
+        # R (batch, heads, p+1+d, p+1+d): the moments of [p, 1, K^] against [p, 1, V^]
+        r_1k = r_1k.view(b, p + 1, h, d).transpose(1, 2)
+        r_1v = r_1v.view(b, p + 1, h, d).transpose(1, 2)
+        top = torch.cat((r_11[:, None].expand(b, h, p + 1, p + 1), r_1v), -1)
+        r = torch.cat((top, torch.cat((r_1k.transpose(-1, -2), r_kv), -1)), -2)
+        nk, nv = (self.norms[name] if normed else None for name in ("k", "v"))
+        t_k = _affine_map(nk.weight if nk else None, nk.bias if nk else None, h, p, d, r)
+        t_v = _affine_map(nv.weight if nv else None, nv.bias if nv else None, h, p, d, r)
+        m = t_k.transpose(-1, -2) @ r @ t_v  # (batch, heads, p+d, p+d) = K_a^T diag(w) V_a
+        c = (1.0 / n if w is None else 1.0) * (1.0 if self.scale is None else self.scale)
+        if c != 1.0:
+            m = m * c
+        if p_drop > 0.0:
+            m = F.dropout(m, p=p_drop, training=True)
+        if self.out_proj is not None:
+            wo_t = self.out_proj.weight.to(dt).view(dm, h, p + d).permute(1, 2, 0)  # (heads, p+d, d_model)
+            a = m @ wo_t  # (batch, heads, p+d, d_model): M_h W_o,h^T
+            bo = self.out_proj.bias.to(dt)
+        else:  # heads written side by side (p = 0): A_h places M_h in head h's columns
+            eye_h = torch.eye(h, dtype=dt, device=x.device)
+            a = (eye_h[None, :, None, :, None] * m[:, :, :, None, :]).reshape(b, h, d, dm)
+            bo = x.new_zeros(dm)
+        b_mat = a[:, :, :p].sum(1)  # (batch, p, d_model)
+        a_q = a[:, :, p:].reshape(b, dm, dm)  # rows in the order of Q's features (head, d)
+        c_mat = wq.t() @ a_q  # (batch, d_model, d_model): the query projection folded in
+        c_vec = bq @ a_q + bo
+        if residual:
+            c_mat = c_mat + torch.eye(dm, dtype=dt, device=x.device)
+        return _LowRankOut.apply(x, c_mat, c_vec, pos, b_mat)
+
+    def forward(
+        self, x: Tensor, pos: Optional[Tensor] = None, weights: Optional[Tensor] = None, *, residual: bool = False
+    ) -> Tensor:
+        """The attention output (batch, n, d_model); ``residual=True`` returns x + attention(x) instead (on the
+        fused path at no extra cost: the identity joins the folded d_model x d_model matrix)."""
         self._check(x, pos, weights)
         b, n, _ = x.shape
         h, dh, p = self.n_heads, self.d_head, self.pos_dim
+        if weights is not None and weights.shape[0] != b:
+            weights = weights.expand(b, n)
+        p_drop = 0.5 if self.reference_attn_dropout else (self.dropout if self.training else 0.0)
+        if self._fused_applies(x, pos):
+            return self._galerkin_fused(x, pos, weights, p_drop, residual)
         qkv = self._project(x)  # (batch, n, heads, d_head) each
         if p > 0:
             # one copy per tensor: heads to the front and the coordinates in front of every head's features
@@ -403,9 +623,6 @@ class SimpleAttention(nn.Module):
             q, k, v = (torch.cat((pos_h, qkv[name].transpose(1, 2)), dim=-1) for name in ("q", "k", "v"))
         else:
             q, k, v = (qkv[name].transpose(1, 2) for name in ("q", "k", "v"))
-        if weights is not None and weights.shape[0] != b:
-            weights = weights.expand(b, n)
-        p_drop = 0.5 if self.reference_attn_dropout else (self.dropout if self.training else 0.0)
         kernel = self.kernel
         if kernel is fourier_attention:  # resolve the association order here, so that chunking follows it
             linear = _fourier_linear_order(q, k, v, p_drop, self.fourier_order)
@@ -416,4 +633,5 @@ class SimpleAttention(nn.Module):
         else:
             z = kernel(q, k, v, weights=weights, dropout_p=p_drop, scale=self.scale)
         z = z.transpose(1, 2).reshape(b, n, h * (dh + p))
-        return self.out_proj(z) if self.out_proj is not None else z
+        out = self.out_proj(z) if self.out_proj is not None else z
+        return x + out if residual else out

@@ -16,6 +16,11 @@ Two fields are used by the paper's data sets:
   (0, 0) mode set to zero, and the field is its orthonormal inverse DCT-II (MATLAB ``idct2``,
   ``scipy.fft.idctn(type=2, norm='ortho')``).
 
+* 2D, periodic on the unit torus (Navier–Stokes initial vorticity): ``w0 ~ N(0, scale (-Delta + tau^2 I)^(-gamma))``
+  with zero mean. The covariance operator has the eigenfunctions ``e^{2 pi i k.x}``, k in Z^2, with eigenvalues
+  ``scale (4 pi^2 |k|^2 + tau^2)^(-gamma)`` (:func:`grf2d_periodic_mode_variance`); a sample is
+  ``sum_k sqrt(eigenvalue_k) c_k e^{2 pi i k.x}`` with Hermitian standard complex normal c_k (E|c_k|^2 = 1).
+
 Determinism: every sample is drawn from its own generator :func:`sample_rng` ``(seed, index, stream)``, so
 the same (seed, index) gives the same field in any process, on any machine and in any shard.
 """
@@ -33,6 +38,8 @@ __all__ = [
     "grf1d_periodic",
     "grf2d_mode_std",
     "grf2d_neumann",
+    "grf2d_periodic_mode_variance",
+    "grf2d_periodic",
 ]
 
 
@@ -137,3 +144,59 @@ def grf2d_neumann(s: int, rng: np.random.Generator, *, alpha: float = 2.0, tau: 
         raise DataError(f"grf2d_neumann: expected s >= 2 cells per side, found s={s}")
     coef = grf2d_mode_std(s, alpha=alpha, tau=tau) * rng.standard_normal((s, s))
     return scipy.fft.idctn(coef, type=2, norm="ortho")
+
+
+def grf2d_periodic_mode_variance(kx, ky, *, scale: float, tau: float, gamma: float) -> np.ndarray:
+    """Eigenvalue ``scale (4 pi^2 (kx^2 + ky^2) + tau^2)^(-gamma)`` of the periodic covariance for ``e^{2 pi i k.x}``.
+
+    It is the variance ``E|c_k|^2`` of the Fourier coefficient ``c_k = (1/n^2) FFT(w)_k`` of a sample; the
+    (0, 0) entry is the formula's value, although the samples have zero mean.
+    """
+    kx = np.asarray(kx, dtype=np.float64)
+    ky = np.asarray(ky, dtype=np.float64)
+    return scale * (4.0 * np.pi**2 * (kx**2 + ky**2) + tau**2) ** (-gamma)
+
+
+def grf2d_periodic(
+    n: int,
+    rng: np.random.Generator,
+    *,
+    scale: float,
+    tau: float,
+    gamma: float,
+    modes: int | None = None,
+    size: int | None = None,
+) -> np.ndarray:
+    """Sample the zero-mean periodic field ``N(0, scale (-Delta + tau^2)^(-gamma))`` on ``x_i = i/n, y_j = j/n``.
+
+    ``out[..., i, j]`` is the value at (x_i, y_j). Only the Fourier modes ``|kx|, |ky| <= modes`` are drawn
+    (default: every mode below the Nyquist frequency, ``(n - 1) // 2``), and the draws depend on ``modes`` but
+    not on ``n``: the same generator state and ``modes`` give the same field (its trigonometric polynomial) on
+    any grid with ``n > 2 modes``. For each sample ``(2 modes + 1)^2`` complex normals z_k are drawn and made
+    Hermitian, ``c_k = (z_k + conj(z_-k)) / sqrt(2)``, so that ``E|c_k|^2 = 1`` and ``c_-k = conj(c_k)``.
+
+    Returns:
+        float64 ``(n, n)``, or ``(size, n, n)`` when ``size`` is given.
+    """
+    if n < 3:
+        raise DataError(f"grf2d_periodic: expected n >= 3 grid points per side, found n={n}")
+    kmax = (n - 1) // 2
+    if modes is None:
+        modes = kmax
+    if int(modes) != modes or not 1 <= modes <= kmax:
+        raise DataError(f"grf2d_periodic: modes must be an integer in [1, {kmax}] for n={n} (below the Nyquist mode), found {modes!r}")
+    modes = int(modes)
+    batch = 1 if size is None else int(size)
+    m = 2 * modes + 1
+    draws = rng.standard_normal((batch, m, m, 2))
+    z = (draws[..., 0] + 1j * draws[..., 1]) / np.sqrt(2.0)
+    c = (z + np.conj(z[:, ::-1, ::-1])) / np.sqrt(2.0)  # index modes + k holds mode k; [::-1] maps k -> -k
+    c[:, modes, modes] = 0.0
+    k = np.arange(-modes, modes + 1)
+    std = np.sqrt(grf2d_periodic_mode_variance(k[:, None], k[None, :], scale=scale, tau=tau, gamma=gamma))
+    coef = std * c
+    spec = np.zeros((batch, n, n // 2 + 1), dtype=np.complex128)
+    # numpy's irfft2: w_ij = (1/n^2) sum_k W_k e^{2 pi i (kx i + ky j)/n}; rows kx mod n, columns ky >= 0
+    spec[:, k % n, : modes + 1] = (n * n) * coef[:, :, modes:]
+    field = np.fft.irfft2(spec, s=(n, n), axes=(-2, -1))
+    return field[0] if size is None else field

@@ -1,4 +1,5 @@
-"""``opformer train`` and ``opformer eval`` (argument parsing only; the work is in :mod:`opformer.train.run`)."""
+"""``opformer train``, ``opformer eval``, ``opformer predict`` and ``opformer data prepare`` (argument parsing only;
+the work is in :mod:`opformer.train.run`).  Every error ends in one line naming the flag, file or key."""
 
 from __future__ import annotations
 
@@ -10,35 +11,47 @@ def register(sub) -> None:
     p = sub.add_parser(
         "train",
         help="train an operator learner from a preset",
+        add_help=False,
+        allow_abbrev=False,
         description=(
             "Train PRESET (a name from `opformer train --list` or a YAML file). Any config field can be set with "
-            "--FIELD VALUE, by its name (--lr 5e-4, --norm-scheme regular) or dotted path (--train.lr 5e-4)."
+            "--FIELD VALUE (--lr 5e-4, --n-train 200, --modes 8); `opformer train PRESET --help` lists them all "
+            "with their values."
         ),
     )
     p.add_argument("preset", nargs="?", help="preset name or YAML file")
+    p.add_argument("-h", "--help", action="store_true", help="show the preset's fields (or this help) and exit")
     p.add_argument("--list", action="store_true", help="list the presets and exit")
     p.add_argument("--data", help="training data file (.h5/.mat/.npz/.pt); default: generate and cache")
-    p.add_argument("--test-data", help="test data file (default: the preset's)")
-    p.add_argument("--epochs", type=int)
-    p.add_argument("--seed", type=int)
+    p.add_argument("--test-data", help="test data file (default: the last samples of --data)")
+    p.add_argument("--keys", help="input and target array names, INPUT,TARGET (e.g. x,y)")
+    p.add_argument("--model", help="another model for the preset's task (e.g. fno, gt, ft-regular)")
     p.add_argument("--out", help="output directory (default runs/PRESET)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     p.add_argument("--overwrite", action="store_true", help="replace the run in --out")
-    p.add_argument("--devices", help="number of devices (processes) per node, e.g. 2")
-    p.add_argument("--accelerator", help="cpu, gpu or auto")
-    p.add_argument("--strategy", help="auto or ddp")
-    p.add_argument("--precision", help="32-true (default) or bf16-mixed")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
-    p.set_defaults(func=_train, accepts_extra=True)
+    p.set_defaults(func=_train, accepts_extra=True, parser=p)
 
-    e = sub.add_parser("eval", help="evaluate a checkpoint on a test set, at any resolution")
-    e.add_argument("checkpoint")
-    e.add_argument("--data", help="data file holding the test samples (default: the run's data)")
-    e.add_argument("--resolution", type=int, help="evaluation grid (e.g. 2048 or 8192 for Burgers)")
-    e.add_argument("--batch-size", type=int)
-    e.add_argument("--out", help="output directory (default: RUN/eval-RESOLUTION)")
+    e = sub.add_parser("eval", help="evaluate a trained model on a data file, at any resolution")
+    e.add_argument("model", help="a checkpoint (runs/NAME/checkpoints/best.ckpt) or a save_pretrained directory")
+    e.add_argument("--data", help="data file: all its samples are the test set (default: the run's test split)")
+    e.add_argument("--keys", help="input and target array names, INPUT,TARGET (default: the training keys)")
+    e.add_argument("--resolution", type=int, help="evaluation grid, a stride of the stored one (e.g. 2048)")
+    e.add_argument("--batch-size", type=int, default=32)
+    e.add_argument("--out", help="output directory (default: RUN/eval-GRID)")
     e.set_defaults(func=_eval)
+
+    q = sub.add_parser("predict", help="write a trained model's predictions for a data file")
+    q.add_argument("model", help="a checkpoint or a save_pretrained directory")
+    q.add_argument("--data", required=True, help="data file with the inputs (and targets, for per-sample errors)")
+    q.add_argument("--keys", help="INPUT[,TARGET] array names (default: the training keys)")
+    q.add_argument("--resolution", type=int, help="predict on a stride of the stored grid")
+    q.add_argument("--batch-size", type=int, default=32)
+    q.add_argument("--out", required=True, help="output .npz: prediction, and rel_l2 per sample with targets")
+    q.add_argument("--save-pretrained", metavar="DIR",
+                   help="also write the model as DIR/config.json + DIR/model.safetensors")
+    q.set_defaults(func=_predict)
 
 
 def register_prepare(data_sub) -> None:
@@ -51,31 +64,43 @@ def register_prepare(data_sub) -> None:
     p.set_defaults(func=_run_prepare)
 
 
+def _fail(msg: str) -> int:
+    print(f"opformer: error: {msg}", file=sys.stderr)
+    return 2
+
+
+def _errors():
+    from ..config import ConfigError
+    from ..pde.errors import DataError
+    from ..tasks.artifact import LoadError
+
+    return ConfigError, DataError, LoadError
+
+
 def _run_prepare(args) -> int:
-    from ..pde import DataError
-    from .config import ConfigError, load_preset, resolve
-    from .data_setup import resolve_paths
+    from ..tasks.base import ensure_files
+    from .config import load_preset, resolve
 
     for name in args.presets:
         try:
-            cfg = resolve(load_preset(name))
-            if cfg["data"]["path"] is not None:
-                print(f"{name}: uses the given file {cfg['data']['path']}, nothing to generate")
+            run = resolve(load_preset(name))
+            if run.data.path is not None:
+                print(f"{name}: uses the given file {run.data.path}, nothing to generate")
                 continue
-            cfg["data"]["workers"] = args.workers
-            train, test = resolve_paths(cfg)
-        except (ConfigError, DataError, ValueError) as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
+            run.data.workers = args.workers
+            files = ensure_files(run.task, run.data, run.options)
+        except _errors() as exc:
+            return _fail(str(exc))
         except KeyboardInterrupt:
             print("interrupted: the finished samples are kept; run the same command to resume", file=sys.stderr)
             return 130
-        print(f"{name}: train {train}" + (f"\n{' ' * len(name)}  test  {test}" if test else ""))
+        test = files.get("test")
+        print(f"{name}: train {files['train']}" + (f"\n{' ' * len(name)}  test  {test}" if test else ""))
     return 0
 
 
 def _parse_extra(extra: list[str]) -> dict:
-    from .config import ConfigError, parse_value
+    from ..config import ConfigError
 
     out, i = {}, 0
     while i < len(extra):
@@ -87,62 +112,62 @@ def _parse_extra(extra: list[str]) -> dict:
             key, val = key.split("=", 1)
             i += 1
         else:
-            if i + 1 >= len(extra) or extra[i + 1].startswith("--"):
-                raise ConfigError(f"field --{key} needs a value")
+            if i + 1 >= len(extra) or (extra[i + 1].startswith("--") and len(extra[i + 1]) > 2):
+                raise ConfigError(f"--{key} needs a value")
             val = extra[i + 1]
             i += 2
-        out[key] = parse_value(val)
+        out[key] = val
     return out
 
 
-def _fail(msg: str) -> int:
-    print(f"opformer: error: {msg}", file=sys.stderr)
-    return 2
-
-
 def _train(args: argparse.Namespace) -> int:
-    from .config import ConfigError, apply_overrides, list_presets, load_preset, resolve
+    from .config import apply_overrides, field_table, list_presets, load_preset, resolve
 
-    if args.list or not args.preset:
+    if args.list:
         print("presets:\n  " + "\n  ".join(list_presets()))
-        return 0 if args.list else 2
+        return 0
+    if not args.preset:
+        args.parser.print_help()
+        return 0 if args.help else 2
+    ConfigError, DataError, LoadError = _errors()
     try:
-        cfg = resolve(load_preset(args.preset))
+        cfg = load_preset(args.preset)
         overrides = _parse_extra(args.extra)
-        named = {
-            "data.path": args.data,
-            "data.test_path": args.test_data,
-            "train.epochs": args.epochs,
-            "train.seed": args.seed,
-            "train.devices": None if args.devices is None else _int_or_str(args.devices),
-            "train.accelerator": args.accelerator,
-            "train.strategy": args.strategy,
-            "train.precision": args.precision,
-        }
-        overrides.update({k: v for k, v in named.items() if v is not None})
-        cfg = resolve(apply_overrides(cfg, overrides))
-    except (ConfigError, ValueError) as exc:
+        named = {"model": args.model, "data.path": args.data, "data.test_path": args.test_data,
+                 "data.keys": args.keys}
+        overrides = {**{k: v for k, v in named.items() if v is not None}, **overrides}
+        cfg, explicit = apply_overrides(cfg, overrides)
+        if args.help:
+            print(field_table(cfg))
+            return 0
+        run = resolve(cfg)
+    except (ConfigError, DataError) as exc:
         return _fail(str(exc))
     if args.print_config:
         import yaml
 
-        print(yaml.safe_dump(cfg, sort_keys=False))
+        print(yaml.safe_dump(run.raw, sort_keys=False))
         return 0
     _quiet_lightning()
-    from ..data import DataError
     from .module import DivergenceError
     from .run import RunDirError, train
 
-    out = args.out or f"runs/{cfg['name']}"
+    out = args.out or f"runs/{run.name}"
     try:
-        metrics = train(cfg, out, resume=args.resume, overwrite=args.overwrite, progress=not args.no_progress)
-    except (RunDirError, DivergenceError, DataError, ConfigError) as exc:
+        metrics = train(cfg, out, resume=args.resume, overwrite=args.overwrite, progress=not args.no_progress,
+                        explicit=frozenset(explicit))
+    except (RunDirError, DivergenceError, DataError, ConfigError, LoadError) as exc:
         return _fail(str(exc))
+    except KeyboardInterrupt:
+        print(f"interrupted: the last checkpoint in {out}/checkpoints is kept; continue with --resume --out {out}",
+              file=sys.stderr)
+        return 130
     if metrics.get("plots") is not None:
         print(
-            f"\n{cfg['name']}: test relative L2 = {metrics['test_rel_l2']:.4e} "
+            f"\n{run.name}: test relative L2 = {metrics['test_rel_l2']:.4e} "
             f"(validation {metrics['val_rel_l2']:.4e}, {metrics['epochs']} epochs, {metrics['seconds']:.0f} s, "
             f"{metrics['parameters']:,} parameters)\n"
+            f"model:   {out}/{metrics['best_checkpoint']}   (opformer.load / opformer predict)\n"
             f"metrics: {out}/metrics.json\nplots:   " + "\n         ".join(f"{out}/{p}" for p in metrics["plots"])
         )
     return 0
@@ -161,24 +186,38 @@ def _quiet_lightning() -> None:
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*")
 
 
-def _int_or_str(v: str):
-    try:
-        return int(v)
-    except ValueError:
-        return v
+def _keys(text):
+    return None if text is None else [k.strip() for k in text.split(",") if k.strip()]
 
 
 def _eval(args: argparse.Namespace) -> int:
-    _quiet_lightning()
-    from ..data import DataError
-    from .config import ConfigError
     from .run import evaluate
 
     try:
-        m = evaluate(args.checkpoint, data=args.data, resolution=args.resolution, out=args.out,
+        m = evaluate(args.model, data=args.data, keys=_keys(args.keys), resolution=args.resolution, out=args.out,
                      batch_size=args.batch_size)
-    except (FileNotFoundError, DataError, ConfigError) as exc:
+    except _errors() as exc:
         return _fail(str(exc))
-    print(f"test relative L2 at resolution {m['resolution']}: {m['test_rel_l2']:.4e} ({m['n_test']} samples)")
+    grid = "x".join(map(str, m["resolution"]))
+    print(f"test relative L2 on {grid}: {m['test_rel_l2']:.4e} ({m['n_test']} samples of {m['data']})")
     print("plots: " + ", ".join(m["plots"]))
+    return 0
+
+
+def _predict(args: argparse.Namespace) -> int:
+    from .run import predict
+
+    try:
+        s = predict(args.model, data=args.data, out=args.out, keys=_keys(args.keys), resolution=args.resolution,
+                    batch_size=args.batch_size)
+        if args.save_pretrained:
+            from ..tasks.artifact import load
+
+            load(args.model).save_pretrained(args.save_pretrained)
+    except _errors() as exc:
+        return _fail(str(exc))
+    err = f", mean relative L2 {s['test_rel_l2']:.4e}" if "test_rel_l2" in s else ""
+    print(f"wrote {s['out']}: {s['n']} predictions{err}")
+    if args.save_pretrained:
+        print(f"wrote {args.save_pretrained}/config.json and model.safetensors")
     return 0

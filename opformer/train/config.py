@@ -1,8 +1,18 @@
-"""Run configurations: YAML presets in ``opformer/configs/``, command-line overrides, validation."""
+"""Run presets and the resolved, typed run configuration.
+
+A run config is a plain dict (it is what ``config.yaml`` holds) with the sections ``task``, ``data``,
+``task_options``, ``model`` and ``train``; :func:`resolve` checks every value against the typed sections of
+:mod:`opformer.config`, the task's options and the model's config class, before anything is written.
+
+Presets: every (task x model) pair of the registered tasks, named ``TASK-MODEL`` (``burgers-gt``,
+``darcy-inverse-fno``, ...), generated from the task's ``models`` and ``run_defaults``; YAML files in
+``opformer/configs/`` hold the real variants (the quick demo, the CPU-reduced Darcy runs) on top of one of them.
+"""
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import difflib
 from importlib import resources
 from pathlib import Path
@@ -10,195 +20,288 @@ from typing import Any
 
 import yaml
 
-__all__ = ["ConfigError", "list_presets", "load_preset", "apply_overrides", "resolve", "DEFAULTS"]
+from ..config import ConfigError, DataConfig, TrainConfig, check_section, coerce, field_help, flag, suggest
+
+__all__ = ["ConfigError", "Run", "list_presets", "load_preset", "apply_overrides", "resolve", "RECIPE_BOUND",
+           "field_table"]
+
+#: data fields that describe a preset's generated data; with a user's --data file they fall back to their defaults
+RECIPE_BOUND = ("resolution", "n_train", "n_val", "n_test", "train_pool", "recipe", "test_recipe")
+_SECTIONS = ("data", "task_options", "model", "train")
 
 
-class ConfigError(ValueError):
-    """A preset name, field or value that is not valid."""
+@dataclasses.dataclass
+class Run:
+    """A resolved run: the typed sections and the plain dict they came from."""
 
-
-#: every field a run configuration has, with its default; presets override some of them.
-DEFAULTS: dict[str, Any] = {
-    "name": None,
-    "problem": "burgers",  # burgers | darcy | darcy-inverse
-    "description": "",
-    "data": {
-        "path": None,  # training file; None = generate (and cache) the default recipe
-        "test_path": None,  # test file; None = the training file (Burgers R10 protocol)
-        "recipe": {},  # overrides of the default generation recipe (used when path is None)
-        "test_recipe": {},  # overrides for the generated test file (Darcy: independent draw)
-        "resolution": 512,  # training/evaluation grid (1D points, or 2D fine grid side)
-        "train_pool": 1124,  # the first train_pool samples of the training file hold train + validation
-        "n_val": 100,  # validation = the last n_val samples of the pool (never test samples)
-        "n_train": 1024,  # training = the first n_train samples of the pool (null: the rest of the pool)
-        "test_range": [-100, None],  # slice of the test file: the last 100 samples (the paper's protocol)
-        "noise": 0.0,  # inverse problem: eps of the noise in standardized units
-        "noise_seed": 0,
-        "coarse_factor": 4,  # inverse problem: target grid = fine grid pooled again by this factor
-        "workers": None,  # processes for data generation (null: all cores)
-    },
-    "model": None,  # a model preset name, {preset: NAME, field: value, ...}, or a full model config dict
-    "train": {
-        "epochs": 100,
-        "batch_size": 8,
-        "eval_batch_size": 8,
-        "lr": 1.0e-3,
-        "pct_start": 0.2,
-        "div_factor": 1.0e4,
-        "final_div_factor": 1.0e4,
-        "weight_decay": 0.0,
-        "grad_clip": 0.999,
-        "gamma": 0.1,
-        "gamma_convention": "reference",  # reference: weight sqrt(gamma*h) as the paper's code; plain: gamma
-        "selection": "val",  # val | test (the reference protocol: best epoch on the test set, labelled so)
-        "seed": 1127802,
-        "precision": "32-true",  # or bf16-mixed
-        "accelerator": "auto",
-        "devices": 1,
-        "strategy": "auto",
-        "num_nodes": 1,
-        "num_workers": 0,
-        "checkpoint_every_n_steps": 0,  # 0 = at the end of every epoch only
-        "plot_samples": 4,
-        "limit_train_batches": None,
-    },
-}
+    name: str
+    task: Any  # opformer.tasks.Task
+    data: DataConfig
+    options: Any
+    model: dict  # a build_model dict, checked
+    train: TrainConfig
+    raw: dict
 
 
 def _configs_dir():
     return resources.files("opformer") / "configs"
 
 
+def _generated() -> dict[str, dict]:
+    from ..tasks import get_task, list_tasks
+
+    out = {}
+    for tname in list_tasks():
+        task = get_task(tname)
+        for short, model in task.models.items():
+            d = task.run_defaults
+            out[f"{tname}-{short}"] = {
+                "name": f"{tname}-{short}",
+                "task": tname,
+                "description": f"{task.description}; model {model if isinstance(model, str) else short}",
+                "data": copy.deepcopy(d.get("data", {})),
+                "task_options": {},
+                "model": copy.deepcopy(model),
+                "train": {**d.get("train", {}), **task.model_train_overrides(short)},
+            }
+    return out
+
+
+def _yaml_presets() -> dict[str, Any]:
+    return {p.name[: -len(".yaml")]: p for p in _configs_dir().iterdir() if p.name.endswith(".yaml")}
+
+
 def list_presets() -> list[str]:
-    return sorted(p.name[: -len(".yaml")] for p in _configs_dir().iterdir() if p.name.endswith(".yaml"))
+    return sorted(set(_generated()) | set(_yaml_presets()))
 
 
-def _merge(base: dict, over: dict, path: str = "") -> dict:
+def _merge(base: dict, over: dict) -> dict:
     out = copy.deepcopy(base)
     for key, val in over.items():
-        where = f"{path}{key}"
-        if key not in base:
-            raise ConfigError(f"unknown field {where!r}{_suggest(key, list(base))}")
-        if isinstance(base[key], dict) and isinstance(val, dict) and key not in ("model", "recipe", "test_recipe"):
-            out[key] = _merge(base[key], val, where + ".")
+        if key in ("data", "train", "task_options") and isinstance(val, dict):
+            out[key] = {**out.get(key, {}), **val}
         else:
             out[key] = copy.deepcopy(val)
     return out
 
 
-def _suggest(key: str, options) -> str:
-    near = difflib.get_close_matches(key, list(options), n=1, cutoff=0.5)
-    return f"; did you mean {near[0]!r}?" if near else f"; known fields: {sorted(options)}"
+def _from_yaml(text: str, name: str, where: str) -> dict:
+    try:
+        raw = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{where}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: expected a mapping of config sections")
+    allowed = {"name", "base", "task", "description", *_SECTIONS}
+    for key in raw:
+        if key not in allowed:
+            raise ConfigError(f"{where}: unknown section {key!r}{suggest(key, allowed)}".replace("--", ""))
+    base_name = raw.pop("base", None)
+    base = load_preset(base_name) if base_name else {"task": raw.get("task"), "data": {}, "train": {},
+                                                       "task_options": {}, "model": None}
+    cfg = _merge(base, raw)
+    cfg["name"] = raw.get("name", name)
+    return cfg
 
 
 def load_preset(name_or_path: str) -> dict:
-    """A run config from a preset name (see :func:`list_presets`) or a YAML file path, merged over DEFAULTS."""
-    path = Path(name_or_path)
-    if path.suffix in (".yaml", ".yml") and path.exists():
-        text = path.read_text()
-    else:
-        candidates = list_presets()
-        if name_or_path not in candidates:
-            near = difflib.get_close_matches(name_or_path, candidates, n=3, cutoff=0.5)
-            hint = f" Did you mean {', '.join(near)}?" if near else ""
-            raise ConfigError(f"unknown preset {name_or_path!r}.{hint} Known presets: {', '.join(candidates)}")
-        text = (_configs_dir() / f"{name_or_path}.yaml").read_text()
-    raw = yaml.safe_load(text) or {}
-    cfg = _merge(DEFAULTS, raw)
-    if cfg["name"] is None:
-        cfg["name"] = path.stem
-    return cfg
+    """The run config dict of a preset name (see :func:`list_presets`) or a YAML file."""
+    path = Path(str(name_or_path))
+    if path.suffix in (".yaml", ".yml"):
+        if not path.exists():
+            raise ConfigError(f"{path}: no such preset file")
+        return _from_yaml(path.read_text(), path.stem, str(path))
+    files, generated = _yaml_presets(), _generated()
+    if name_or_path in files:
+        return _from_yaml(files[name_or_path].read_text(), name_or_path, f"preset {name_or_path}")
+    if name_or_path in generated:
+        return copy.deepcopy(generated[name_or_path])
+    names = sorted(set(files) | set(generated))
+    near = difflib.get_close_matches(str(name_or_path), names, n=3, cutoff=0.5)
+    hint = f" Did you mean {', '.join(near)}?" if near else ""
+    raise ConfigError(f"unknown preset {name_or_path!r}.{hint} `opformer train --list` shows them all")
 
 
-def _leaves(cfg: dict, prefix: str = "") -> dict[str, tuple]:
-    """Dotted path -> (container dict, key) for every overridable field, model fields included."""
+# --- overrides ----------------------------------------------------------------------------------------------------------
+def _model_class(model: Any):
+    from ..models import MODELS, model_preset
+
+    if isinstance(model, str):
+        model = model_preset(model)
+    name = model.get("name") if isinstance(model, dict) else None
+    if name is None and isinstance(model, dict) and "preset" in model:
+        name = model_preset(model["preset"])["name"]
+    return MODELS.get(name)
+
+
+def _leaf_owners(cfg: dict) -> dict[str, tuple[str, type]]:
+    """field name -> (section, dataclass) for every settable field of a run config."""
+    from ..tasks import get_task
+
+    owners: dict[str, list] = {}
+    for section, cls in (("data", DataConfig), ("train", TrainConfig)):
+        for f in dataclasses.fields(cls):
+            owners.setdefault(f.name, []).append((section, cls))
+    if cfg.get("task"):
+        for f in dataclasses.fields(get_task(cfg["task"]).options_class):
+            owners.setdefault(f.name, []).append(("task_options", get_task(cfg["task"]).options_class))
+    mcls = _model_class(cfg.get("model")) if cfg.get("model") is not None else None
+    if mcls is not None:
+        for f in dataclasses.fields(mcls.config_class):
+            owners.setdefault(f.name, []).append(("model", mcls.config_class))
+    return owners
+
+
+def _helps(cfg: dict) -> dict[str, str]:
     out = {}
-    for key, val in cfg.items():
-        dotted = f"{prefix}{key}"
-        if isinstance(val, dict) and key not in ("recipe", "test_recipe"):
-            out.update(_leaves(val, dotted + "."))
-        else:
-            out[dotted] = (cfg, key)
+    for name, owners in _leaf_owners(cfg).items():
+        for _, cls in owners:
+            meta = {f.name: f.metadata for f in dataclasses.fields(cls)}[name]
+            if meta.get("help"):
+                out[name] = meta["help"]
     return out
 
 
-def apply_overrides(cfg: dict, overrides: dict[str, Any]) -> dict:
-    """Set fields by dotted path (``train.lr``) or by unique leaf name (``lr``, ``norm_scheme``); dashes may stand
-    for underscores.  Unknown or ambiguous names raise :class:`ConfigError` naming the nearest fields."""
+def apply_overrides(cfg: dict, overrides: dict[str, Any]) -> tuple[dict, set]:
+    """Set fields by name (``lr``, ``n-train``, ``modes``) or dotted path (``train.lr``); values may be strings
+    from the command line (typed here).  ``model`` picks another model: a short name of the task (``fno``), a model
+    preset or a ``build_model`` name.  Returns the new config and the set of fields given explicitly."""
+    from ..tasks import get_task
+
     cfg = copy.deepcopy(cfg)
+    overrides = dict(overrides)
+    explicit: set = set()
+    if "model" in overrides:  # first: the model decides which model fields exist
+        cfg["model"] = _pick_model(cfg, overrides.pop("model"))
+    if "task" in overrides:
+        cfg["task"] = str(overrides.pop("task"))
+        get_task(cfg["task"])
+    given = {k.replace("-", "_").split(".")[-1] for k in overrides}
+    if overrides.get("path", overrides.get("data.path")) is not None and cfg.get("data", {}).get("path") is None:
+        for key in RECIPE_BOUND:  # the preset's sizes describe its generated data, not the user's file
+            if key not in given:
+                cfg.setdefault("data", {}).pop(key, None)
     for raw_key, value in overrides.items():
-        leaves = _leaves(cfg)
         key = raw_key.replace("-", "_")
-        if key in leaves:
-            matches = [key]
+        section, name = (key.split(".", 1) if "." in key else (None, key))
+        owners = _leaf_owners(cfg)
+        if name == "name" or name not in owners:
+            raise ConfigError(f"unknown option {flag(raw_key)}{suggest(name, owners, _helps(cfg))}")
+        choices = [o for o in owners[name] if section is None or o[0] == section]
+        if not choices:
+            raise ConfigError(f"unknown option --{raw_key}; {name} is in section {owners[name][0][0]}")
+        if len(choices) > 1:
+            raise ConfigError(f"{flag(name)} is ambiguous: use " + " or ".join(f"--{s}.{name}" for s, _ in choices))
+        sec, cls = choices[0]
+        value = coerce(cls, name, value, flag(raw_key))
+        if sec == "model":
+            cfg["model"] = _model_dict(cfg["model"])
+            cfg["model"][name] = value
         else:
-            matches = [p for p in leaves if p.split(".")[-1] == key or p.endswith("." + key)]
-        if not matches:
-            names = set(leaves) | {p.split(".")[-1] for p in leaves}
-            raise ConfigError(f"unknown field {raw_key!r}{_suggest(key, names)}")
-        if len(matches) > 1:
-            raise ConfigError(f"field {raw_key!r} is ambiguous: {', '.join(sorted(matches))}; use the dotted name")
-        container, leaf = leaves[matches[0]]
-        container[leaf] = value
-    return cfg
+            cfg.setdefault(sec, {})[name] = value
+        explicit.add(name)
+    return cfg, explicit
 
 
-def parse_value(text: str) -> Any:
-    """A command-line value read as YAML (numbers, booleans, null, lists), or the plain string."""
-    for cast in (int, float):
-        try:
-            return cast(text)
-        except ValueError:
-            pass
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError:
-        return text
-
-
-def inverse_target_size(resolution: int, coarse_factor: int) -> int:
-    """Side of the inverse problem's target grid: the fine grid pooled (NaN-padded, so ceil) by ``coarse_factor``:
-    141, 4 -> 36 and 211, 3 -> 71 (the paper's pairs), as :class:`opformer.data.DarcyInverseDataset` pools it."""
-    if not isinstance(coarse_factor, int) or isinstance(coarse_factor, bool) or coarse_factor < 1:
-        raise ConfigError(f"data.coarse_factor must be a positive integer, got {coarse_factor!r}")
-    if not isinstance(resolution, int) or isinstance(resolution, bool) or resolution < 2:
-        raise ConfigError(f"data.resolution must be an integer >= 2, got {resolution!r}")
-    return -(-resolution // coarse_factor)
-
-
-def _fit_inverse_target(cfg: dict) -> None:
-    """The inverse model's output grid is not a free choice: it is the data's target grid.  Set ``out_size`` to it,
-    and move ``coarse_size`` along when it was tied to ``out_size`` (the paper's attention grid is the target grid:
-    36 for 141, 71 for 211).  An explicitly different ``coarse_size`` is kept."""
-    d, m = cfg["data"], cfg["model"]
-    target = inverse_target_size(d["resolution"], d["coarse_factor"])
-    if "out_size" not in m or m["out_size"] == target:
-        return
-    if m.get("coarse_size") == m["out_size"]:
-        m["coarse_size"] = target
-    m["out_size"] = target
-
-
-def resolve(cfg: dict) -> dict:
-    """Resolve the model preset into a full model config dict and check the fields."""
+def _model_dict(model: Any) -> dict:
     from ..models import model_preset
 
+    if isinstance(model, str):
+        return model_preset(model)
+    if isinstance(model, dict) and "preset" in model:
+        over = dict(model)
+        return {**model_preset(over.pop("preset")), **over}
+    return dict(model)
+
+
+def _pick_model(cfg: dict, value: Any) -> Any:
+    from ..models import MODEL_PRESETS, MODELS
+    from ..tasks import get_task
+
+    value = str(value)
+    task = get_task(cfg["task"]) if cfg.get("task") else None
+    if task is not None and value in task.models:
+        return copy.deepcopy(task.models[value])
+    if value in MODEL_PRESETS:
+        return value
+    if value in MODELS:
+        return {"name": value}
+    known = sorted(task.models) if task else []
+    near = difflib.get_close_matches(value, known + sorted(MODELS), n=1, cutoff=0.5)
+    hint = f"; did you mean {near[0]}?" if near else ""
+    raise ConfigError(f"--model {value}: unknown model{hint} (for this task: {', '.join(known)}; any of "
+                      f"{', '.join(sorted(MODELS))} with its fields as flags)")
+
+
+# --- resolution -----------------------------------------------------------------------------------------------------------
+def resolve(cfg: dict) -> Run:
+    """Check every section of a run config dict; raises :class:`ConfigError` naming the flag and the value."""
+    from ..models import model_config
+    from ..tasks import get_task
+
     cfg = copy.deepcopy(cfg)
-    if cfg["problem"] not in ("burgers", "darcy", "darcy-inverse"):
-        raise ConfigError(f"problem must be burgers, darcy or darcy-inverse, got {cfg['problem']!r}")
-    if cfg["model"] is None:
-        raise ConfigError("the config has no model: give a model preset name or a model config dict")
-    if isinstance(cfg["model"], str):
-        cfg["model"] = model_preset(cfg["model"])
-    elif isinstance(cfg["model"], dict) and "preset" in cfg["model"]:  # {preset: NAME, field: value, ...}
-        over = dict(cfg["model"])
-        cfg["model"] = {**model_preset(over.pop("preset")), **over}
-    if cfg["problem"] == "darcy-inverse" and isinstance(cfg["model"], dict):
-        _fit_inverse_target(cfg)
-    t = cfg["train"]
-    if t["selection"] not in ("val", "test"):
-        raise ConfigError(f"train.selection must be 'val' or 'test', got {t['selection']!r}")
-    for key in ("epochs", "batch_size", "eval_batch_size"):
-        if not isinstance(t[key], int) or t[key] <= 0:
-            raise ConfigError(f"train.{key} must be a positive integer, got {t[key]!r}")
-    return cfg
+    if not cfg.get("task"):
+        raise ConfigError("the config names no task (set task: burgers | darcy | darcy-inverse | ...)")
+    task = get_task(cfg["task"])
+    if cfg.get("model") is None:
+        raise ConfigError(f"the config has no model: pass --model, one of {', '.join(task.models)}")
+    try:
+        model = _model_dict(cfg["model"])
+        model_config(model)
+    except ConfigError:
+        raise
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"model: {exc}") from None
+    data = check_section(DataConfig, cfg.get("data") or {}, "data")
+    train = check_section(TrainConfig, cfg.get("train") or {}, "train")
+    options = check_section(task.options_class, cfg.get("task_options") or {}, "task_options")
+    if data.test_path is not None and data.path is None:
+        raise ConfigError("--test-data needs --data (the default data has its own test file)")
+    raw = {
+        "name": cfg.get("name") or f"{task.name}-{model['name']}",
+        "task": task.name,
+        "description": cfg.get("description", ""),
+        "data": dataclasses.asdict(data),
+        "task_options": dataclasses.asdict(options),
+        "model": model,
+        "train": dataclasses.asdict(train),
+    }
+    return Run(raw["name"], task, data, options, model, train, raw)
+
+
+def field_table(cfg: dict) -> str:
+    """Every field of a run config with its current value and help, by section (``opformer train PRESET --help``)."""
+    from ..tasks import get_task
+
+    run = resolve(cfg)
+    lines = [f"{run.name}: {run.raw['description']}".rstrip(": "), ""]
+    sections = [("data", DataConfig, run.raw["data"]), ("train", TrainConfig, run.raw["train"])]
+    task = get_task(run.raw["task"])
+    if dataclasses.fields(task.options_class):
+        sections.append(("task options", task.options_class, run.raw["task_options"]))
+    mcls = _model_class(run.model)
+    sections.append((f"model ({run.model['name']})", mcls.config_class, {
+        **{f.name: getattr(mcls.config_class(), f.name) for f in dataclasses.fields(mcls.config_class)
+           if _has_default(f)}, **run.model}))
+    for title, cls, values in sections:
+        lines.append(f"{title}:")
+        for name, _, text in field_help(cls):
+            value = values.get(name)
+            lines.append(f"  {flag(name):<28} {_show(value):<14} {text}")
+        lines.append("")
+    lines.append("Set any of them with --FIELD VALUE; --model picks another model ("
+                 + ", ".join(task.models) + ").")
+    return "\n".join(lines)
+
+
+def _has_default(f) -> bool:
+    return f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, (list, tuple)):
+        return ",".join(map(str, value))
+    return str(value)
+

@@ -12,8 +12,6 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..models import build_model
-from .losses import effective_gamma, h1_seminorm_1d, h1_seminorm_2d, rel_l2
 
 __all__ = ["OperatorModule", "DivergenceError"]
 
@@ -23,61 +21,32 @@ class DivergenceError(RuntimeError):
 
 
 class OperatorModule(L.LightningModule):
-    """Trains ``build_model(config["model"])`` on batches ``{"input", "target", "coords", ...}``.
+    """Trains a task's :class:`~opformer.tasks.Operator` on batches ``{"input", "target", "coords", ...}``.
 
-    Loss: relative L2 per sample plus ``gamma_eff`` times the relative H1 seminorm (1D: periodic central
-    differences against ``target_grad``; 2D: weighted by the coefficient ``coeff``), averaged over the batch.
-    Metric: relative L2 without the regularizer, averaged over samples (summed and counted across processes).
-    For 2D problems with normalized targets the prediction is decoded to physical units before the loss, and the
-    Dirichlet ring is zeroed after decoding when the model config says ``boundary: dirichlet``.
+    The loss is the task's (relative L2 per sample plus its regularizer), averaged over the batch; the metric is the
+    relative L2 error without the regularizer, averaged over samples (summed and counted across processes).  The
+    checkpoint carries the artifact (``checkpoint["opformer"]``) that :func:`opformer.load` needs.
     """
 
-    def __init__(self, config: dict, target_shape: Optional[tuple] = None):
+    def __init__(self, run, operator, artifact: dict):
         super().__init__()
-        self.save_hyperparameters({"config": config, "target_shape": target_shape})
-        self.config = config
-        self.problem = config["problem"]
-        self.model = build_model(dict(config["model"]))
-        self.dirichlet = config["model"].get("boundary") == "dirichlet"
-        # per-point normalizer of the target (2D forward problem); identity when absent
-        shape = tuple(target_shape) if target_shape is not None else (1,)
-        self.register_buffer("y_mean", torch.zeros(shape))
-        self.register_buffer("y_std", torch.ones(shape))
+        self.run_cfg = run
+        self.task = run.task
+        self.train_cfg = run.train
+        self.operator = operator
+        self.artifact = artifact
         self._last_finite = None  # (epoch, step, loss)
-        self.elapsed_before = 0.0  # training seconds of earlier (interrupted) sessions of this run
+        self.elapsed_before = 0.0  # training seconds of earlier (interrupted) runs of this run directory
         self._fit_started = None
         self._val_sums: dict[str, list] = {}
 
-    # --- helpers ---------------------------------------------------------------------------------------------
-    def set_target_normalizer(self, mean: Tensor, std: Tensor) -> None:
-        self.y_mean = mean.detach().to(self.y_mean.dtype).clone()
-        self.y_std = std.detach().to(self.y_std.dtype).clone()
-
     def forward(self, batch: dict) -> Tensor:
-        """Prediction in physical units: decode the normalized model output, then apply the Dirichlet ring."""
-        pred = self.model(batch["input"], batch["coords"])
-        if self.y_mean.numel() > 1 and self.y_mean.shape == pred.shape[1:]:
-            pred = pred * self.y_std + self.y_mean
-        if self.dirichlet:
-            ring = torch.ones_like(pred)
-            ring[:, 0], ring[:, -1], ring[:, :, 0], ring[:, :, -1] = 0, 0, 0, 0
-            pred = pred * ring
-        return pred
+        """Prediction in physical units."""
+        return self.operator(batch["input"], batch["coords"][:1])
 
     def _losses(self, batch: dict) -> tuple[Tensor, Tensor, Tensor]:
         pred = self(batch)
-        l2 = rel_l2(pred, batch["target"])
-        t = self.config["train"]
-        reg = torch.zeros_like(l2)
-        if t["gamma"] > 0 and "target_grad" in batch:
-            n = pred.shape[1]
-            gamma = effective_gamma(t["gamma"], n, t["gamma_convention"])
-            c = batch["coords"]
-            if pred.dim() == 3:  # periodic 1D grid: h = x_1 - x_0
-                reg = gamma * h1_seminorm_1d(pred, batch["target_grad"], float(c[0, 1, 0] - c[0, 0, 0]))
-            else:  # 2D node or cell grid, axis 1 is x
-                h = float(c[0, 1, 0, 0] - c[0, 0, 0, 0])
-                reg = gamma * h1_seminorm_2d(pred, batch["target_grad"], batch["coeff"], h)
+        l2, reg = self.task.loss(pred, batch, self.train_cfg)
         return pred, l2, reg
 
     # --- training ----------------------------------------------------------------------------------------------
@@ -131,16 +100,18 @@ class OperatorModule(L.LightningModule):
         self.log("test_rel_l2", (t[0] / t[1].clamp_min(1)).float(), sync_dist=False)
 
     def configure_optimizers(self) -> Any:
-        t = self.config["train"]
-        opt = torch.optim.Adam(self.model.parameters(), lr=t["lr"], weight_decay=t["weight_decay"])
+        t = self.train_cfg
+        opt = torch.optim.Adam(self.operator.parameters(), lr=t.lr, weight_decay=t.weight_decay)
         steps = self.trainer.estimated_stepping_batches
         sched = torch.optim.lr_scheduler.OneCycleLR(
             opt,
-            max_lr=t["lr"],
-            total_steps=max(int(steps), 1),
-            pct_start=t["pct_start"],
-            div_factor=t["div_factor"],
-            final_div_factor=t["final_div_factor"],
+            max_lr=t.lr,
+            # OneCycleLR needs pct_start * total_steps > 1 (a warm-up of at least one step); tiny runs get a
+            # schedule of that minimal length, of which they use the first steps
+            total_steps=max(int(steps), math.ceil(1.0 / t.pct_start) + 2),
+            pct_start=t.pct_start,
+            div_factor=t.div_factor,
+            final_div_factor=t.final_div_factor,
         )
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
 
@@ -154,6 +125,8 @@ class OperatorModule(L.LightningModule):
 
     # --- exact resume: the random streams (and the clock) travel with the checkpoint -----------------------------
     def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint["opformer"] = self.artifact
+        checkpoint["run_config"] = self.run_cfg.raw
         checkpoint["training_seconds"] = self.training_seconds()
         checkpoint["rng_states"] = {
             "torch": torch.get_rng_state(),

@@ -26,10 +26,10 @@ def _save(plt, fig, path) -> Path:
     return path
 
 
-def plot_predictions(path, inputs, targets, preds, problem: str, errors=None, title: str = "") -> Path:
-    """One column per sample.  1D: input/target/prediction over x, pointwise error below.  2D forward: coefficient,
-    target, prediction, error.  Inverse: noisy input, true and recovered coefficient, error.
-    Arrays: (samples, n, 1) or (samples, n, n, 1)."""
+def plot_predictions(path, inputs, targets, preds, labels: dict, errors=None, title: str = "") -> Path:
+    """1D: one column per sample, input/target/prediction over x and the pointwise error below.  2D: one row per
+    sample, input, target, prediction and error maps.  ``labels`` ({"input", "target", "prediction"}) come from the
+    task.  Arrays: (samples, n, c) or (samples, n, n, c); the first channel is shown."""
     plt = _plt()
     inputs, targets, preds = (np.asarray(a) for a in (inputs, targets, preds))
     k = len(preds)
@@ -38,9 +38,10 @@ def plot_predictions(path, inputs, targets, preds, problem: str, errors=None, ti
         for j in range(k):
             x = np.arange(preds.shape[1]) / preds.shape[1]
             ax = axes[0, j]
-            ax.plot(x, inputs[j, :, 0], color="0.6", lw=1, ls="--", label="input $u_0$")
-            ax.plot(x, targets[j, :, 0], color="k", lw=1.5, label="target $u(\\cdot,1)$")
-            ax.plot(x, preds[j, :, 0], color="C3", lw=1, label="prediction")
+            ax.plot(np.arange(inputs.shape[1]) / inputs.shape[1], inputs[j, :, 0], color="0.6", lw=1, ls="--",
+                    label=labels["input"])
+            ax.plot(x, targets[j, :, 0], color="k", lw=1.5, label=labels["target"])
+            ax.plot(x, preds[j, :, 0], color="C3", lw=1, label=labels["prediction"])
             rel = "" if errors is None else f"rel. L2 {errors[j]:.2e}"
             ax.set_title(f"sample {j}  {rel}", fontsize=9)
             if j == 0:
@@ -49,11 +50,7 @@ def plot_predictions(path, inputs, targets, preds, problem: str, errors=None, ti
             axes[1, j].set_xlabel("x")
             axes[1, j].set_title("pointwise error", fontsize=8)
     else:
-        names = (
-            ["coefficient a", "target u", "prediction", "error"]
-            if problem == "darcy"
-            else ["noisy input u (standardized)", "true a", "recovered a", "error"]
-        )
+        names = [labels["input"], labels["target"], labels["prediction"], "error"]
         fig, axes = plt.subplots(k, 4, figsize=(13, 3.1 * k), squeeze=False)
         for j in range(k):
             panels = [inputs[j, ..., 0], targets[j, ..., 0], preds[j, ..., 0], preds[j, ..., 0] - targets[j, ..., 0]]

@@ -1,28 +1,32 @@
-"""Train and evaluate from a resolved run config: the body of ``opformer train`` and ``opformer eval``."""
+"""Train, evaluate and predict: the bodies of ``opformer train``, ``opformer eval`` and ``opformer predict``.
+
+Nothing here knows a problem: the run's Task loads the data, builds the operator and defines the loss."""
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import time
 import warnings
 from pathlib import Path
 from typing import Any, Optional
 
 import lightning as L
+import numpy as np
 import torch
 import yaml
 from torch.utils.data import DataLoader, Dataset
 
 from .. import __version__
 from .callbacks import AtomicCheckpointIO, EpochShuffleSampler, FlushLoggersOnCheckpoint, atomic_write_text
-from .config import ConfigError, resolve
-from .data_setup import DataBundle, build_data
+from ..config import ConfigError
+from ..tasks.artifact import Predictor, load, make_artifact
+from ..tasks.base import ensure_files
+from .config import Run, resolve
 from .module import OperatorModule, count_parameters
 from .plots import plot_curves, plot_predictions, read_metrics_csv
 
-__all__ = ["train", "evaluate", "RunDirError"]
+__all__ = ["train", "evaluate", "predict", "prepare_run", "RunDirError"]
 
 RUN_FILES = ("config.yaml", "metrics.json", "checkpoints")
 
@@ -43,23 +47,20 @@ def _config_for_comparison(cfg: dict) -> dict:
     return c
 
 
-def prepare_out_dir(out: Path, cfg: dict, resume: bool, overwrite: bool) -> Optional[Path]:
-    """Refuse a directory holding a different run; returns the checkpoint to resume from (or None).
+def check_out_dir(out: Path, cfg: dict, resume: bool, overwrite: bool) -> Optional[Path]:
+    """Refuse a directory holding a different run (reads only); returns the checkpoint to resume from (or None).
 
-    Only the first process checks (and clears, with ``overwrite``): the others may start after it has written the
-    new run's config, so they only look for the checkpoint to resume from.  A refusal on rank 0 ends the job."""
+    Only the first process checks: the others may start after it has written the new run's config, so they only
+    look for the checkpoint to resume from.  A refusal on rank 0 ends the job."""
+    if out.exists() and not out.is_dir():
+        raise RunDirError(f"--out {out} is a file, not a directory")
     if not _is_rank_zero():
         last = out / "checkpoints" / "last.ckpt"
         return last if resume and not overwrite and last.exists() else None
     existing = [name for name in RUN_FILES if (out / name).exists()]
-    if not existing:
-        if resume:
+    if not existing or overwrite:
+        if resume and not existing:
             warnings.warn(f"--resume: {out} holds no run yet; starting from scratch")
-        return None
-    if overwrite:
-        for name in RUN_FILES + ("logs", "plots"):
-            p = out / name
-            shutil.rmtree(p) if p.is_dir() else p.unlink(missing_ok=True)
         return None
     if not resume:
         raise RunDirError(
@@ -79,6 +80,20 @@ def prepare_out_dir(out: Path, cfg: dict, resume: bool, overwrite: bool) -> Opti
     return last
 
 
+def _clear_run(out: Path) -> None:
+    """Remove what an earlier run wrote (its own files only), after the new run has been validated."""
+    for name in ("config.yaml", "metrics.json"):
+        (out / name).unlink(missing_ok=True)
+    for sub, patterns in (("checkpoints", ("best.ckpt", "last.ckpt", "*.ckpt.tmp")),
+                          ("logs", ("metrics*.csv", "hparams.yaml", "events.out.tfevents.*")),
+                          ("plots", ("predictions*.png", "training_curves.png"))):
+        for pattern in patterns:
+            for p in (out / sub).glob(pattern):
+                p.unlink(missing_ok=True)
+        if (out / sub).is_dir() and not any((out / sub).iterdir()):
+            (out / sub).rmdir()
+
+
 def _diff(a: Any, b: Any, path: str = "") -> str:
     if isinstance(a, dict) and isinstance(b, dict):
         parts = [_diff(a.get(k), b.get(k), f"{path}{k}.") for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
@@ -89,9 +104,9 @@ def _diff(a: Any, b: Any, path: str = "") -> str:
 class _DataModule(L.LightningDataModule):
     """Shards the splits over the processes Lightning started (samplers depend only on seed, epoch and rank)."""
 
-    def __init__(self, bundle: DataBundle, cfg: dict):
+    def __init__(self, datasets: dict, train_cfg):
         super().__init__()
-        self.bundle, self.cfg = bundle, cfg
+        self.ds, self.t = datasets, train_cfg
 
     def _per_device(self, batch: int) -> int:
         world = self.trainer.world_size if self.trainer else 1
@@ -102,29 +117,28 @@ class _DataModule(L.LightningDataModule):
     def _loader(self, ds: Dataset, batch: int, shuffle: bool) -> DataLoader:
         world = self.trainer.world_size if self.trainer else 1
         rank = self.trainer.global_rank if self.trainer else 0
-        t = self.cfg["train"]
+        t = self.t
         if shuffle:
-            sampler = EpochShuffleSampler(len(ds), t["seed"], world, rank, shuffle=True)
+            sampler = EpochShuffleSampler(len(ds), t.seed, world, rank, shuffle=True)
         else:
             sampler = list(range(rank, len(ds), world))
         return DataLoader(ds, batch_size=self._per_device(batch) if shuffle else batch, sampler=sampler,
-                          num_workers=t["num_workers"], persistent_workers=t["num_workers"] > 0)
+                          num_workers=t.num_workers, persistent_workers=t.num_workers > 0)
 
     def train_dataloader(self):
-        return self._loader(self.bundle.train, self.cfg["train"]["batch_size"], True)
+        return self._loader(self.ds["train"], self.t.batch_size, True)
 
     def val_dataloader(self):
-        loaders = [self._loader(self.bundle.val, self.cfg["train"]["eval_batch_size"], False)]
-        if self.cfg["train"]["selection"] == "test":
-            loaders.append(self._loader(self.bundle.test, self.cfg["train"]["eval_batch_size"], False))
+        loaders = [self._loader(self.ds["val"], self.t.eval_batch_size, False)]
+        if self.t.selection == "test":
+            loaders.append(self._loader(self.ds["test"], self.t.eval_batch_size, False))
         return loaders
 
     def test_dataloader(self):
-        return self._loader(self.bundle.test, self.cfg["train"]["eval_batch_size"], False)
+        return self._loader(self.ds["test"], self.t.eval_batch_size, False)
 
 
-def _trainer(cfg: dict, out: Path, progress: bool, callbacks: list, logger=True, **extra) -> L.Trainer:
-    t = cfg["train"]
+def _trainer(t, out: Path, progress: bool, callbacks: list, logger=True, **extra) -> L.Trainer:
     loggers = False
     if logger:
         loggers = [
@@ -135,17 +149,17 @@ def _trainer(cfg: dict, out: Path, progress: bool, callbacks: list, logger=True,
     plugins = [AtomicCheckpointIO()]
     if progress:
         callbacks = callbacks + [L.pytorch.callbacks.TQDMProgressBar(refresh_rate=1)]
-    strategy = t["strategy"]
-    if strategy == "ddp" and t["accelerator"] == "cpu":
+    strategy = t.strategy
+    if strategy == "ddp" and t.accelerator == "cpu":
         strategy = L.pytorch.strategies.DDPStrategy(process_group_backend="gloo")
     return L.Trainer(
-        max_epochs=t["epochs"],
-        accelerator=t["accelerator"],
-        devices=t["devices"],
-        num_nodes=t["num_nodes"],
+        max_epochs=t.epochs,
+        accelerator=t.accelerator,
+        devices=t.devices,
+        num_nodes=t.num_nodes,
         strategy=strategy,
-        precision=t["precision"],
-        gradient_clip_val=t["grad_clip"] or None,
+        precision=t.precision,
+        gradient_clip_val=t.grad_clip or None,
         gradient_clip_algorithm="norm",
         deterministic="warn",
         callbacks=callbacks,
@@ -156,88 +170,109 @@ def _trainer(cfg: dict, out: Path, progress: bool, callbacks: list, logger=True,
         log_every_n_steps=10,
         num_sanity_val_steps=0,
         use_distributed_sampler=False,
-        limit_train_batches=t["limit_train_batches"],
+        limit_train_batches=t.limit_train_batches,
         default_root_dir=out,
         **extra,
     )
 
 
-def _predict_samples(module: OperatorModule, ds: Dataset, k: int):
-    """The first k samples of a split: inputs, targets, predictions (physical units) and per-sample errors."""
-    from .losses import rel_l2
+def prepare_run(cfg: dict, explicit: frozenset = frozenset(), progress: bool = True):
+    """Everything that can fail before training, with nothing written to the run directory: the typed config, the
+    data (generated into the cache on first use), the model sized to the data.  Returns (run, bundle, operator,
+    artifact, notes)."""
+    run = resolve(cfg)
+    files = ensure_files(run.task, run.data, run.options)
+    bundle = run.task.load(run.data, run.options, files)
+    n_train = len(bundle.datasets["train"])
+    if n_train < 2:
+        raise ConfigError(f"--n-train: at least 2 training samples are needed, the splits leave {n_train}")
+    model_cfg, notes = run.task.fit_model(run.model, bundle, set(explicit))
+    run.model = model_cfg
+    run.raw["model"] = model_cfg
+    L.seed_everything(run.train.seed, workers=True, verbose=False)  # model init independent of data generation
+    try:
+        operator = run.task.build_operator(model_cfg, bundle.normalizers, run.options)
+        sample = bundle.datasets["train"][0]
+        with torch.no_grad():
+            operator.eval()(sample["input"][None], sample["coords"][None])
+        operator.train()
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"model {model_cfg['name']}: {str(exc).splitlines()[0]}") from None
+    keys = run.data.keys or list(run.task.default_keys)
+    artifact = make_artifact(run.task, run.options, model_cfg, bundle, keys, run.data.resolution)
+    artifact["run"] = run.name
+    return run, bundle, operator, artifact, notes
 
-    module.eval()
-    k = min(k, len(ds))
-    batch = torch.utils.data.default_collate([ds[i] for i in range(k)])
-    batch = {key: v.to(module.device) if torch.is_tensor(v) else v for key, v in batch.items()}
-    with torch.no_grad():
-        pred = module(batch)
-    raw_input = batch.get("coeff", batch["input"])  # Darcy: show the physical coefficient, not the standardized one
-    return raw_input.cpu(), batch["target"].cpu(), pred.float().cpu(), rel_l2(pred, batch["target"]).cpu().tolist()
 
+def train(cfg: dict, out, *, resume: bool = False, overwrite: bool = False, progress: bool = True,
+          explicit: frozenset = frozenset()) -> dict:
+    """Train the run config ``cfg`` into directory ``out``; returns the metrics written to ``out/metrics.json``.
 
-def train(cfg: dict, out, *, resume: bool = False, overwrite: bool = False, progress: bool = True) -> dict:
-    """Train ``cfg`` into directory ``out``; returns the metrics written to ``out/metrics.json``."""
-    cfg = resolve(cfg)
+    The config, the data and the model are validated before the directory is touched: a start that fails leaves
+    nothing behind, and ``overwrite`` removes the old run's files only once the new run is known to start."""
     out = Path(out)
-    ckpt_path = prepare_out_dir(out, cfg, resume, overwrite)
+    run0 = resolve(cfg)
+    check_out_dir(out, run0.raw, resume, overwrite)
+    run, bundle, operator, artifact, notes = prepare_run(cfg, explicit, progress)
+    ckpt_path = check_out_dir(out, run.raw, resume, overwrite)
+    for note in notes:
+        print(f"note: {note}")
     if _is_rank_zero():
+        if overwrite and not resume:
+            _clear_run(out)
         out.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(out / "config.yaml", yaml.safe_dump(cfg, sort_keys=False))
-    t = cfg["train"]
+        atomic_write_text(out / "config.yaml", yaml.safe_dump(run.raw, sort_keys=False))
+    t = run.train
     if ckpt_path is not None and _is_rank_zero():
         _keep_csv_history(out / "logs")
-    L.seed_everything(t["seed"], workers=True, verbose=False)
-    bundle = build_data(cfg)
-    L.seed_everything(t["seed"], workers=True, verbose=False)  # model init independent of data generation
-    module = OperatorModule(cfg, target_shape=bundle.target_shape)
-    if bundle.target_normalizer is not None:
-        module.set_target_normalizer(*bundle.target_normalizer)
+    module = OperatorModule(run, operator, artifact)
 
-    monitor = "test_rel_l2_selection" if t["selection"] == "test" else "val_rel_l2"
+    monitor = "test_rel_l2_selection" if t.selection == "test" else "val_rel_l2"
     ckdir = out / "checkpoints"
     best_cb = L.pytorch.callbacks.ModelCheckpoint(ckdir, filename="best", monitor=monitor, mode="min", save_top_k=1,
                                                   enable_version_counter=False)
-    every = t["checkpoint_every_n_steps"] or None
+    every = t.checkpoint_every_n_steps or None
     # "last.ckpt", rewritten at the end of every epoch (or every N steps): the resume point
     last_cb = L.pytorch.callbacks.ModelCheckpoint(ckdir, filename="last", monitor=None, save_top_k=1,
                                                   every_n_train_steps=every, enable_version_counter=False)
-    trainer = _trainer(cfg, out, progress, [best_cb, last_cb])
-    dm = _DataModule(bundle, cfg)
-    trainer.fit(module, datamodule=dm, ckpt_path=ckpt_path)
+    trainer = _trainer(t, out, progress, [best_cb, last_cb])
+    dm = _DataModule(bundle.datasets, t)
+    trainer.fit(module, datamodule=dm, ckpt_path=ckpt_path, weights_only=True)
     seconds = module.training_seconds()
     best_path = best_cb.best_model_path or str(ckdir / "last.ckpt")
     best_score = best_cb.best_model_score
     module.load_state_dict(torch.load(best_path, map_location="cpu", weights_only=True)["state_dict"])
-    tester = _trainer(cfg, out, False, [], logger=False)
+    tester = _trainer(t, out, False, [], logger=False)
     result = tester.test(module, datamodule=dm, verbose=False)
     test_err = float(result[0]["test_rel_l2"])
     metrics = {
-        "preset": cfg["name"],
-        "problem": cfg["problem"],
+        "preset": run.name,
+        "task": run.task.name,
         "val_rel_l2": None if best_score is None else float(best_score),
         "selection": (
             "validation split carved from the training file"
-            if t["selection"] == "val"
+            if t.selection == "val"
             else "REFERENCE PROTOCOL: best epoch chosen on the test set (for comparison with the paper only)"
         ),
         "test_rel_l2": test_err,
         "epochs": int(trainer.current_epoch),
         "best_epoch": _epoch_of(best_path),
         "seconds": round(seconds, 2),
-        "parameters": count_parameters(module.model),
-        "seed": t["seed"],
-        "resolution": cfg["data"]["resolution"],
-        "n_train": len(bundle.train),
-        "n_val": len(bundle.val),
-        "n_test": len(bundle.test),
+        "parameters": count_parameters(module.operator.model),
+        "seed": t.seed,
+        "resolution": list(bundle.input_grid),
+        "n_train": len(bundle.datasets["train"]),
+        "n_val": len(bundle.datasets["val"]),
+        "n_test": len(bundle.datasets["test"]),
+        "data": bundle.files,
         "version": __version__,
         "torch": torch.__version__,
         "best_checkpoint": str(Path(best_path).resolve().relative_to(out.resolve())) if best_path else None,
     }
     if trainer.is_global_zero:
         module.to("cpu")
-        write_plots(module, bundle.test, cfg, out, t["plot_samples"], f"{cfg['name']}: test samples")
+        predictor = Predictor(module.operator, artifact, run.task, run.options)
+        write_plots(predictor, bundle.datasets["test"], out, t.plot_samples, f"{run.name}: test samples")
         metrics["plots"] = sorted(str(p.relative_to(out)) for p in (out / "plots").glob("*.png"))
         atomic_write_text(out / "metrics.json", json.dumps(metrics, indent=2))
     return metrics
@@ -259,61 +294,135 @@ def _epoch_of(path: str) -> Optional[int]:
         return None
 
 
-def write_plots(module: OperatorModule, ds: Dataset, cfg: dict, out: Path, k: int, title: str, suffix: str = ""):
-    inputs, targets, preds, errs = _predict_samples(module, ds, k)
-    plot_predictions(out / "plots" / f"predictions{suffix}.png", inputs, targets, preds, cfg["problem"], errs, title)
+def write_plots(predictor: Predictor, ds, out: Path, k: int, title: str, curves: bool = True) -> None:
+    """The prediction plot of the first ``k`` samples of ``ds`` and (for a run directory) the training curves."""
+    k = min(k, len(ds))
+    if k > 0:
+        sub = torch.utils.data.Subset(ds, range(k))
+        preds, errs = predictor.evaluate(sub)
+        batch = torch.utils.data.default_collate([ds[i] for i in range(k)])
+        plot_predictions(out / "plots" / "predictions.png", batch["input"].numpy(), batch["target"].numpy(), preds,
+                         predictor.task.plot_labels, errs.tolist(), title)
     parts = sorted((out / "logs").glob("metrics-*.csv"), key=lambda p: int(p.stem.split("-")[1]))
     parts += [p for p in [out / "logs" / "metrics.csv"] if p.exists()]
-    if parts and not suffix:
+    if parts and curves:
         history: dict = {}
-        for part in parts:  # later sessions override earlier rows of the same epoch
+        for part in parts:  # later runs of the same directory override earlier rows of the same epoch
             for key, rows in read_metrics_csv(part).items():
                 history.setdefault(key, {}).update(dict(rows))
-        curves = {key: sorted(rows.items()) for key, rows in history.items()}
-        plot_curves(out / "plots" / "training_curves.png", curves, cfg["name"])
+        lines = {key: sorted(rows.items()) for key, rows in history.items()}
+        plot_curves(out / "plots" / "training_curves.png", lines, title.split(":")[0])
 
 
-def evaluate(checkpoint, *, data: Optional[str] = None, resolution: Optional[int] = None, out=None,
-             progress: bool = False, batch_size: Optional[int] = None) -> dict:
-    """Test error of a checkpoint on the test split of ``data`` (default: the run's own), at any resolution."""
-    checkpoint = Path(checkpoint)
-    if not checkpoint.exists():
-        raise FileNotFoundError(f"checkpoint {checkpoint} does not exist")
-    ck = torch.load(checkpoint, map_location="cpu", weights_only=True)
-    cfg = json.loads(json.dumps(ck["hyper_parameters"]["config"]))
+def _test_set(predictor: Predictor, checkpoint: Path, data: Optional[str], keys, resolution: Optional[int]):
+    """The test dataset of an evaluation: every sample of ``data``, or the run's own test split."""
+    from ..config import DataConfig
+
+    task, art = predictor.task, predictor.artifact
+    norms = {k: v for k, v in (("input", predictor.operator.input_normalizer),
+                                ("target", predictor.operator.target_normalizer)) if v is not None}
+    keys = list(keys) if keys else art.get("keys")
     if data is not None:
-        cfg["data"]["path"] = data
-        cfg["data"]["test_path"] = None if cfg["problem"] == "burgers" else data
+        dcfg = DataConfig(path=str(data), keys=keys, resolution=resolution)
+        bundle = task.load(dcfg, predictor.options, {"train": Path(data), "test": None}, splits=("test",),
+                           normalizers=norms, test_all=True)
+        return bundle, str(data)
+    run_cfg = None
+    if checkpoint.is_file():
+        run_cfg = _run_config_of(checkpoint)
+    if run_cfg is None:
+        raise ConfigError("give the data to evaluate on with --data FILE (this model does not name its run's data)")
+    from ..config import check_section
+
+    d = dict(run_cfg["data"])
     if resolution is not None:
-        cfg["data"]["resolution"] = int(resolution)
-    if batch_size is not None:
-        cfg["train"]["eval_batch_size"] = batch_size
-    cfg["train"].update(devices=1, strategy="auto", num_nodes=1)
-    bundle = build_data(cfg, splits=("test",))
-    module = OperatorModule(cfg, target_shape=ck["hyper_parameters"]["target_shape"])
-    module.load_state_dict(ck["state_dict"])
-    if bundle.target_normalizer is not None and bundle.target_shape != tuple(module.y_mean.shape):
-        raise ConfigError(
-            f"this model normalizes its {cfg['problem']} targets per point at the training grid "
-            f"{tuple(module.y_mean.shape)}; evaluation at {bundle.target_shape} is not supported"
-        )
-    out = Path(out) if out is not None else checkpoint.parent.parent / f"eval-{cfg['data']['resolution']}"
-    out.mkdir(parents=True, exist_ok=True)
-    tester = _trainer(cfg, out, progress, [], logger=False)
+        d["resolution"] = resolution
+    dcfg = check_section(DataConfig, d, "data")
+    files = ensure_files(task, dcfg, predictor.options)
+    bundle = task.load(dcfg, predictor.options, files, splits=("test",), normalizers=norms)
+    return bundle, str(files.get("test") or files["train"])
+
+
+def _run_config_of(checkpoint: Path) -> Optional[dict]:
+    from ..tasks.artifact import read_checkpoint
+
+    return read_checkpoint(checkpoint).get("run_config")
+
+
+def evaluate(checkpoint, *, data: Optional[str] = None, keys=None, resolution: Optional[int] = None, out=None,
+             batch_size: int = 32, plot_samples: int = 4) -> dict:
+    """Test error of a trained model on ``data`` (every sample is a test sample) or, without ``data``, on its run's
+    own test split; at the file's resolution or ``resolution``.  Writes metrics.json and a prediction plot."""
+    checkpoint = Path(checkpoint)
+    predictor = load(checkpoint)
     started = time.perf_counter()
-    result = tester.test(module, datamodule=_DataModule(bundle, cfg), verbose=False)
+    bundle, source = _test_set(predictor, checkpoint, data, keys, resolution)
+    test = bundle.datasets["test"]
+    _, errs = predictor.evaluate(test, batch_size)
+    grid = "x".join(map(str, bundle.input_grid))
+    if out is None:
+        base = checkpoint.parent.parent if checkpoint.is_file() and checkpoint.parent.name == "checkpoints" else (
+            checkpoint if checkpoint.is_dir() else checkpoint.parent)
+        out = base / f"eval-{grid}"
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
     metrics = {
         "checkpoint": str(checkpoint),
-        "data": cfg["data"]["path"],
-        "resolution": cfg["data"]["resolution"],
-        "test_rel_l2": float(result[0]["test_rel_l2"]),
-        "n_test": len(bundle.test),
+        "data": source,
+        "resolution": list(bundle.input_grid),
+        "test_rel_l2": float(np.mean(errs)),
+        "n_test": len(test),
         "seconds": round(time.perf_counter() - started, 2),
         "version": __version__,
     }
-    module.to("cpu")
-    write_plots(module, bundle.test, cfg, out, cfg["train"]["plot_samples"],
-                f"{cfg['name']} at resolution {cfg['data']['resolution']}", suffix="")
+    write_plots(predictor, test, out, plot_samples, f"{predictor.artifact.get('run', 'model')} on {grid}",
+                curves=False)
     metrics["plots"] = sorted(str(p) for p in (out / "plots").glob("predictions*.png"))
     atomic_write_text(out / "metrics.json", json.dumps(metrics, indent=2))
     return metrics
+
+
+def predict(model, *, data: str, out, keys=None, resolution: Optional[int] = None, batch_size: int = 32) -> dict:
+    """Predictions of a trained model for every sample of ``data``, written to ``out`` (.npz) with the per-sample
+    relative L2 errors when the file holds targets.  Returns a summary."""
+    from ..data.readers import open_source
+    from ..pde.errors import DataError
+
+    out = Path(out)
+    if out.suffix != ".npz":
+        raise ConfigError(f"--out {out}: predictions are written as .npz; give a file name ending in .npz")
+    if out.exists() and out.is_dir():
+        raise ConfigError(f"--out {out} is a directory; give a file name ending in .npz")
+    predictor = load(model)
+    keys = list(keys) if keys else list(predictor.artifact.get("keys"))
+    if len(keys) not in (1, 2):
+        raise ConfigError(f"--keys needs INPUT or INPUT,TARGET, got {','.join(keys)}")
+    has_target = len(keys) == 2
+    if has_target:
+        try:
+            open_source(data, keys)
+        except DataError:
+            has_target = False  # no target array in the file: predictions only
+    summary = {"model": str(model), "data": str(data), "n": 0}
+    arrays: dict = {}
+    if has_target:
+        bundle, _ = _test_set(predictor, Path(model), data, keys, resolution)
+        preds, errs = predictor.evaluate(bundle.datasets["test"], batch_size)
+        arrays = {"prediction": preds[..., 0] if preds.shape[-1] == 1 else preds, "rel_l2": errs}
+        summary.update(n=len(errs), test_rel_l2=float(np.mean(errs)))
+    else:
+        src = open_source(data, keys[:1])
+        x = src.read(keys[0], np.arange(src.n_samples))
+        if resolution is not None:
+            raise ConfigError("--resolution needs a file with targets; give the inputs at the wanted resolution")
+        arrays = {"prediction": predictor.predict(x, batch_size=batch_size)}
+        summary.update(n=int(x.shape[0]))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp.npz")
+    try:
+        np.savez(tmp, **arrays)
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+    summary["out"] = str(out)
+    return summary

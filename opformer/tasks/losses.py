@@ -3,7 +3,7 @@
 Every function returns one value per sample, shape (batch,); the caller averages over the batch.
 
 The H1 weight.  Our regularizer is ``gamma_eff * ||D_h(pred) - grad u|| / ||grad u||`` (relative, per sample).  The
-reference code computes ``sqrt(gamma * h * sum(...) / sum(...))`` (it multiplies gamma by h twice, facts sec. 6), so
+reference code computes ``sqrt(gamma * h * sum(...) / sum(...))`` (it multiplies gamma by h twice; see docs/training.md), so
 its effective weight on the relative seminorm is ``sqrt(gamma * h)``.  With ``gamma_convention="reference"`` (the
 paper presets) we use exactly that: ``gamma_eff = sqrt(gamma * h)`` with h = 1/n; with ``"plain"`` gamma_eff = gamma.
 """

@@ -1,0 +1,282 @@
+"""The one typed configuration of a run: data, task options, model and training settings.
+
+Every section is a dataclass whose fields carry their type (the annotation), a default, a one-line help text and,
+where it applies, a range.  :func:`coerce` turns a command-line string into the field's type, :func:`check_section`
+checks a whole section, and both raise :class:`ConfigError` naming the flag, the expected type or range and the
+value given.  The model section is the model's own config dataclass (:mod:`opformer.models`), checked the same way.
+Why plain dataclasses and not a configuration library: see ``docs/training.md`` ("The configuration").
+
+This module imports no torch: parsing and checking a configuration is instant.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from typing import Any, Literal, Optional, Union
+
+__all__ = [
+    "ConfigError",
+    "DataConfig",
+    "TrainConfig",
+    "coerce",
+    "check_section",
+    "flag",
+    "suggest",
+    "opt",
+]
+
+
+class ConfigError(ValueError):
+    """A preset name, a field or a value that is not valid; the message names the flag."""
+
+
+def opt(default: Any, help: str, *, min: Any = None, max: Any = None, above: Any = None, choices=None):
+    """A dataclass field with a help text and an optional range (``min <= v``, ``v <= max``, ``v > above``)."""
+    meta = {"help": help, "min": min, "max": max, "above": above, "choices": choices}
+    if isinstance(default, (dict, list)):
+        return dataclasses.field(default_factory=lambda d=default: type(d)(d), metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def flag(name: str) -> str:
+    """The command-line flag of a field name: ``n_train`` -> ``--n-train``, ``path`` -> ``--data``."""
+    name = name.split(".")[-1].replace("-", "_")
+    return _ALIASES.get(name, "--" + name.replace("_", "-"))
+
+
+_ALIASES = {"path": "--data", "test_path": "--test-data"}
+
+
+def suggest(word: str, options, helps: Optional[dict] = None) -> str:
+    """A 'did you mean' hint: fields whose help mentions the words of ``word``, else the nearest name."""
+    words = word.replace("-", " ").replace("_", " ").lower()
+    if helps:
+        hits = [name for name, text in helps.items() if words and words in text.lower()]
+        if hits:
+            return f"; did you mean {flag(hits[0])}?"
+    near = difflib.get_close_matches(word.replace("-", "_"), list(options), n=1, cutoff=0.6)
+    return f"; did you mean {flag(near[0])}?" if near else ""
+
+
+# --- types ------------------------------------------------------------------------------------------------------------
+def _args(tp) -> tuple:
+    return typing.get_args(tp)
+
+
+def _is_union(tp) -> bool:
+    return typing.get_origin(tp) in (Union, types.UnionType)
+
+
+def _describe(tp) -> str:
+    if tp is Any:
+        return "any value"
+    if _is_union(tp):
+        parts = [_describe(a) for a in _args(tp) if a is not type(None)]
+        text = " or ".join(parts)
+        return text + (" or null" if type(None) in _args(tp) else "")
+    if typing.get_origin(tp) is Literal:
+        return "one of " + ", ".join(repr(a) for a in _args(tp))
+    if typing.get_origin(tp) in (list, tuple):
+        return "a comma-separated list"
+    if typing.get_origin(tp) is dict or tp is dict:
+        return "a mapping"
+    return {int: "an integer", float: "a number", str: "a string", bool: "true or false"}.get(tp, str(tp))
+
+
+def _from_text(text: str, tp) -> Any:
+    """A command-line string as a value of type ``tp`` (raises ValueError when it is not one)."""
+    low = text.strip().lower()
+    if tp is Any:
+        for cast in (int, float):
+            try:
+                return cast(text)
+            except ValueError:
+                pass
+        return None if low in ("null", "none") else text
+    if _is_union(tp):
+        members = _args(tp)
+        if type(None) in members and low in ("null", "none", ""):
+            return None
+        for member in members:  # int before float: "3" is an int where both are allowed
+            if member is type(None):
+                continue
+            try:
+                return _from_text(text, member)
+            except ValueError:
+                continue
+        raise ValueError(text)
+    if typing.get_origin(tp) is Literal:
+        for choice in _args(tp):
+            if str(choice) == text.strip():
+                return choice
+        raise ValueError(text)
+    if typing.get_origin(tp) in (list, tuple):
+        (inner,) = _args(tp)[:1] or (str,)
+        return [_from_text(part.strip(), inner) for part in text.split(",") if part.strip()]
+    if tp is bool:
+        if low in ("true", "yes", "1", "on"):
+            return True
+        if low in ("false", "no", "0", "off"):
+            return False
+        raise ValueError(text)
+    if tp is int:
+        return int(text)
+    if tp is float:
+        return float(text)
+    if tp is str:
+        return text
+    raise ValueError(text)
+
+
+def _matches(value: Any, tp) -> bool:
+    if tp is Any:
+        return True
+    if _is_union(tp):
+        return any(_matches(value, a) for a in _args(tp))
+    if tp is type(None):
+        return value is None
+    if typing.get_origin(tp) is Literal:
+        return value in _args(tp)
+    if typing.get_origin(tp) in (list, tuple):
+        inner = _args(tp)[0] if _args(tp) else Any
+        return isinstance(value, (list, tuple)) and all(_matches(v, inner) for v in value)
+    if typing.get_origin(tp) is dict or tp is dict:
+        return isinstance(value, dict)
+    if tp is bool:
+        return isinstance(value, bool)
+    if tp is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if tp is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if isinstance(tp, type):
+        return isinstance(value, tp)
+    return True
+
+
+def _hints(cls) -> dict:
+    return typing.get_type_hints(cls)
+
+
+def coerce(cls, name: str, value: Any, where: str = "") -> Any:
+    """``value`` (a command-line string or a YAML value) for field ``name`` of dataclass ``cls``, typed and checked.
+
+    ``where`` names the flag in messages (default ``--name``)."""
+    tp = _hints(cls)[name]
+    where = where or flag(name)
+    if isinstance(value, str) and not _matches(value, tp) or (isinstance(value, str) and tp in (int, float, bool)):
+        try:
+            value = _from_text(value, tp)
+        except ValueError:
+            raise ConfigError(f"{where}: expected {_describe(tp)}, got {value!r}") from None
+    if isinstance(value, int) and not isinstance(value, bool) and _matches(value, tp) is False and _matches(1.0, tp):
+        value = float(value)
+    if isinstance(value, tuple):
+        value = list(value)
+    if not _matches(value, tp):
+        raise ConfigError(f"{where}: expected {_describe(tp)}, got {value!r}")
+    field = {f.name: f for f in dataclasses.fields(cls)}[name]
+    _check_range(field, value, where)
+    return value
+
+
+def _check_range(field: dataclasses.Field, value: Any, where: str) -> None:
+    meta = field.metadata or {}
+    if value is None or isinstance(value, (bool, str, list, dict)):
+        if meta.get("choices") is not None and value is not None and value not in meta["choices"]:
+            raise ConfigError(f"{where}: expected one of {', '.join(map(str, meta['choices']))}, got {value!r}")
+        return
+    lo, hi, above = meta.get("min"), meta.get("max"), meta.get("above")
+    if lo is not None and value < lo:
+        raise ConfigError(f"{where}: must be >= {lo}, got {value!r}")
+    if hi is not None and value > hi:
+        raise ConfigError(f"{where}: must be <= {hi}, got {value!r}")
+    if above is not None and not value > above:
+        raise ConfigError(f"{where}: must be > {above}, got {value!r}")
+
+
+def check_section(cls, values: dict, section: str) -> Any:
+    """Build dataclass ``cls`` from ``values`` with every field typed and range-checked; unknown keys are refused."""
+    names = [f.name for f in dataclasses.fields(cls)]
+    helps = {f.name: f.metadata.get("help", "") for f in dataclasses.fields(cls)}
+    out = {}
+    for key, value in values.items():
+        if key not in names:
+            raise ConfigError(f"unknown field {section}.{key}{suggest(key, names, helps)}")
+        out[key] = coerce(cls, key, value)
+    return cls(**out)
+
+
+def field_help(cls) -> list[tuple[str, Any, str]]:
+    """(name, default, help) of every field of a dataclass."""
+    rows = []
+    for f in dataclasses.fields(cls):
+        default = f.default if f.default is not dataclasses.MISSING else (
+            f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
+        rows.append((f.name, default, f.metadata.get("help", "")))
+    return rows
+
+
+# --- the sections -----------------------------------------------------------------------------------------------------
+@dataclasses.dataclass
+class DataConfig:
+    """Where the data comes from and how it is split.
+
+    Splits: the test samples are the last ``n_test`` of the training file (a count, or a fraction of the file), or
+    all of ``test_path`` when a separate test file is given (``n_test`` then takes its last samples).  The first
+    ``train_pool`` samples (default: all samples before the test samples) hold training and validation: validation is
+    the last ``n_val`` of them (count or fraction), training the first ``n_train`` (default: the rest).
+    """
+
+    path: Optional[str] = opt(None, "training data file (.h5/.mat/.npz/.pt); null: generate and cache the default data")
+    test_path: Optional[str] = opt(None, "test data file; null: the test samples are taken from the training file")
+    keys: Optional[list[str]] = opt(None, "input and target array names in the files, e.g. x,y (null: the task's)")
+    resolution: Optional[int] = opt(None, "grid points per axis to train at (a stride of the stored grid); null: "
+                                          "the file's own", min=2)
+    n_train: Optional[int] = opt(None, "training samples, the first of the pool (null: all the pool minus "
+                                       "validation)", min=1)
+    n_val: Union[int, float] = opt(0.1, "validation samples: a count, or a fraction (< 1) of the pool", min=0)
+    n_test: Optional[Union[int, float]] = opt(None, "test samples, the last of the file: a count, or a fraction (< 1) "
+                                                    "of it (null: 10% of the training file, or all of a test file)",
+                                              min=0)
+    train_pool: Optional[int] = opt(None, "the first train_pool samples of the training file hold training and "
+                                          "validation (null: all before the test samples)", min=1)
+    recipe: dict = opt({}, "overrides of the task's default generation recipe (used when path is null)")
+    test_recipe: dict = opt({}, "overrides for a generated test file (used when path is null)")
+    workers: Optional[int] = opt(None, "processes generating default data (null: all cores)", min=1)
+
+
+@dataclasses.dataclass
+class TrainConfig:
+    """Optimizer, schedule, loss weights, model selection and the hardware a run uses."""
+
+    epochs: int = opt(100, "training epochs", min=1)
+    batch_size: int = opt(8, "training batch size (global: split over the processes)", min=1)
+    eval_batch_size: int = opt(8, "validation and test batch size", min=1)
+    lr: float = opt(1.0e-3, "peak learning rate of the one-cycle schedule", above=0.0)
+    pct_start: float = opt(0.2, "fraction of the steps spent warming up the learning rate", above=0.0, max=1.0)
+    div_factor: float = opt(1.0e4, "initial learning rate = lr / div_factor", above=0.0)
+    final_div_factor: float = opt(1.0e4, "final learning rate = initial / final_div_factor", above=0.0)
+    weight_decay: float = opt(0.0, "Adam weight decay", min=0.0)
+    grad_clip: float = opt(0.999, "gradient norm clip (0: none)", min=0.0)
+    gamma: float = opt(0.1, "weight of the H1-seminorm regularizer (0: plain relative L2 loss)", min=0.0)
+    gamma_convention: Literal["reference", "plain"] = opt(
+        "reference", "reference: weight sqrt(gamma*h) as the paper's code; plain: gamma")
+    selection: Literal["val", "test"] = opt(
+        "val", "model selection on the validation split (val), or on the test set (test: the paper's protocol, "
+               "labelled so)")
+    seed: int = opt(1127802, "random seed (model init, shuffling)", min=0)
+    precision: Literal["32-true", "bf16-mixed", "16-mixed", "64-true"] = opt("32-true", "numeric precision")
+    accelerator: Literal["auto", "cpu", "gpu", "cuda", "mps"] = opt("auto", "hardware")
+    devices: Union[int, str] = opt(1, "devices (processes) per node, or 'auto'")
+    strategy: Literal["auto", "ddp", "ddp_spawn", "ddp_find_unused_parameters_true"] = opt(
+        "auto", "distribution strategy")
+    num_nodes: int = opt(1, "nodes", min=1)
+    num_workers: int = opt(0, "data loader worker processes", min=0)
+    checkpoint_every_n_steps: int = opt(0, "also write last.ckpt every N steps (0: at the end of each epoch only)",
+                                        min=0)
+    plot_samples: int = opt(4, "test samples shown in the prediction plot", min=0)
+    limit_train_batches: Optional[Union[int, float]] = opt(None, "batches per epoch (a count or a fraction; "
+                                                                 "null: all)", above=0)

@@ -1,0 +1,223 @@
+"""A trained model as a loadable artifact: ``opformer.load(PATH)`` -> :class:`Predictor`.
+
+PATH is a training checkpoint (``runs/NAME/checkpoints/best.ckpt``) or a directory written by
+:meth:`Predictor.save_pretrained` (``config.json`` + ``model.safetensors``, the layout of Hugging Face's
+``save_pretrained``).  Both hold all that inference needs: the task and its options, the model config, the
+normalizers (valid on any grid), the grid convention, the array keys and the package version.  Loading never runs
+code from the file: checkpoints are read with ``torch.load(weights_only=True)``, weights with safetensors, the
+config with ``json``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Optional, Union
+
+import numpy as np
+import torch
+
+from ..config import ConfigError
+from ..data.datasets import UnitGaussianNormalizer
+from .base import Bundle, Operator, Task, get_task, options_from
+from .losses import rel_l2
+
+__all__ = ["FORMAT", "LoadError", "Predictor", "load", "make_artifact", "read_checkpoint"]
+
+FORMAT = "opformer-model/1"
+
+
+class LoadError(ValueError):
+    """A file or directory that is not a loadable opformer model."""
+
+
+def make_artifact(task: Task, options, model_cfg: dict, bundle: Bundle, keys, resolution) -> dict:
+    """The JSON-able description of a trained model (the weights travel separately)."""
+    import dataclasses
+
+    from .. import __version__
+
+    return {
+        "format": FORMAT,
+        "version": __version__,
+        "task": task.name,
+        "task_options": dataclasses.asdict(options),
+        "model": dict(model_cfg),
+        "normalizers": {k: v.describe() for k, v in bundle.normalizers.items()},
+        "grid": bundle.grid,
+        "keys": list(keys),
+        "resolution": resolution,
+        "input_grid": list(bundle.input_grid),
+        "target_grid": list(bundle.target_grid),
+    }
+
+
+def build_operator(artifact: dict) -> tuple[Operator, Task, object]:
+    """An operator with the artifact's architecture and empty normalizers (load the weights next)."""
+    task = get_task(artifact["task"])
+    options = options_from(task, artifact.get("task_options", {}))
+    normalizers = {k: UnitGaussianNormalizer.empty(d) for k, d in artifact.get("normalizers", {}).items()}
+    return task.build_operator(dict(artifact["model"]), normalizers, options), task, options
+
+
+def read_checkpoint(path: Union[str, os.PathLike]) -> dict:
+    """``torch.load(path, weights_only=True)`` with errors in the user's terms (a pickled object is refused)."""
+    path = Path(path)
+    if not path.exists():
+        raise LoadError(f"{path}: no such file or directory")
+    if path.is_dir():
+        raise LoadError(f"{path}: is a directory without config.json and model.safetensors")
+    try:
+        ck = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - torch raises several types for foreign or broken files
+        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if "weights_only" in str(exc) or "Unsupported global" in str(exc) or "GLOBAL" in str(exc):
+            raise LoadError(f"{path}: refused: the file holds pickled objects that would run code when loaded; "
+                            "opformer only loads plain tensors") from None
+        raise LoadError(f"{path}: not a readable checkpoint ({text})") from None
+    if not isinstance(ck, dict):
+        raise LoadError(f"{path}: not an opformer checkpoint (found a {type(ck).__name__})")
+    return ck
+
+
+class Predictor:
+    """A trained operator in evaluation mode, physical units in and out.
+
+    ``predict(inputs)`` takes numpy arrays or tensors in the file layout, ``(samples, *grid)`` or
+    ``(samples, *grid, channels)``, at any resolution the model supports, and returns the predictions in the same
+    kind of array (a channel axis of size 1 is dropped when the input had none).
+    """
+
+    def __init__(self, operator: Operator, artifact: dict, task: Task, options):
+        self.operator = operator.eval()
+        self.artifact = artifact
+        self.task = task
+        self.options = options
+
+    @property
+    def grid(self) -> str:
+        return self.artifact["grid"]
+
+    def __repr__(self) -> str:
+        a = self.artifact
+        return (f"Predictor(task={a['task']!r}, model={a['model'].get('name')!r}, trained on grid "
+                f"{tuple(a['input_grid'])}, opformer {a['version']})")
+
+    def to(self, device) -> Predictor:
+        self.operator.to(device)
+        return self
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.operator.parameters()).device
+
+    @torch.no_grad()
+    def __call__(self, input: torch.Tensor, coords: torch.Tensor) -> torch.Tensor:
+        """The operator on model-layout tensors ``(batch, *grid, c)`` and coordinates."""
+        return self.operator(input.to(self.device), coords.to(self.device))
+
+    def predict(self, inputs, coords=None, batch_size: int = 32):
+        as_torch = torch.is_tensor(inputs)
+        x = inputs.detach().cpu().numpy() if as_torch else np.asarray(inputs)
+        squeeze = x.ndim == self.task.dim + 1
+        xin, c = self.task.inputs_from_array(x, self.grid)
+        if coords is not None:
+            c = torch.as_tensor(np.asarray(coords), dtype=torch.float32)
+            if c.dim() == xin.dim() - 1:
+                c = c[None]
+        outs = []
+        for lo in range(0, xin.shape[0], batch_size):
+            outs.append(self(xin[lo : lo + batch_size], c).float().cpu())
+        y = torch.cat(outs) if outs else torch.zeros(0)
+        if squeeze and y.shape[-1] == 1:
+            y = y[..., 0]
+        return y if as_torch else y.numpy()
+
+    @torch.no_grad()
+    def evaluate(self, dataset, batch_size: int = 32) -> tuple[np.ndarray, np.ndarray]:
+        """(predictions, per-sample relative L2 errors) over a dataset of the task (items ``input``, ``target``,
+        ``coords``)."""
+        loader = torch.utils.data.DataLoader(dataset, batch_size=batch_size, shuffle=False)
+        preds, errs = [], []
+        for batch in loader:
+            p = self(batch["input"], batch["coords"][:1])
+            preds.append(p.float().cpu())
+            errs.append(rel_l2(p.cpu(), batch["target"]).double())
+        return torch.cat(preds).numpy(), torch.cat(errs).numpy()
+
+    def save_pretrained(self, directory: Union[str, os.PathLike]) -> Path:
+        """Write ``config.json`` and ``model.safetensors`` into ``directory`` (each file atomically)."""
+        from safetensors.torch import save_file
+
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        state = {k: v.detach().cpu().contiguous() for k, v in self.operator.state_dict().items()}
+        fd, tmp = tempfile.mkstemp(prefix=".model-", suffix=".tmp", dir=directory)
+        os.close(fd)
+        try:
+            save_file(state, tmp, metadata={"format": FORMAT})
+            os.replace(tmp, directory / "model.safetensors")
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        _atomic_text(directory / "config.json", json.dumps(self.artifact, indent=2))
+        return directory
+
+
+def _atomic_text(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _check_artifact(artifact, where: Path) -> dict:
+    if not isinstance(artifact, dict) or artifact.get("format") != FORMAT:
+        raise LoadError(f"{where}: not an opformer model (no {FORMAT} description)")
+    for key in ("task", "model", "grid"):
+        if key not in artifact:
+            raise LoadError(f"{where}: the model description lacks {key!r}")
+    return artifact
+
+
+def load(path: Union[str, os.PathLike], device: Optional[Union[str, torch.device]] = None) -> Predictor:
+    """The trained model at ``path`` (a checkpoint file or a ``save_pretrained`` directory), in evaluation mode."""
+    path = Path(path)
+    if path.is_dir():
+        cfg_path, weights = path / "config.json", path / "model.safetensors"
+        if not cfg_path.exists() or not weights.exists():
+            raise LoadError(f"{path}: expected config.json and model.safetensors in this directory")
+        try:
+            artifact = json.loads(cfg_path.read_text())
+        except (OSError, ValueError) as exc:
+            raise LoadError(f"{cfg_path}: not valid JSON ({exc})") from None
+        _check_artifact(artifact, cfg_path)
+        from safetensors import SafetensorError
+        from safetensors.torch import load_file
+
+        try:
+            state = load_file(weights)
+        except (SafetensorError, OSError) as exc:
+            raise LoadError(f"{weights}: not a readable safetensors file ({exc})") from None
+    else:
+        ck = read_checkpoint(path)
+        artifact = _check_artifact(ck.get("opformer"), path)
+        prefix = "operator."
+        state = {k[len(prefix):]: v for k, v in ck.get("state_dict", {}).items() if k.startswith(prefix)}
+    try:
+        operator, task, options = build_operator(artifact)
+        operator.load_state_dict(state, strict=True)
+    except (ConfigError, ValueError, RuntimeError, TypeError) as exc:
+        raise LoadError(f"{path}: the weights do not fit the described model ({str(exc).splitlines()[0]})") from None
+    predictor = Predictor(operator, artifact, task, options)
+    if device is not None:
+        predictor.to(device)
+    return predictor

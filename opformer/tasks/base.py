@@ -1,0 +1,284 @@
+"""The Task contract: everything problem-specific, asked for by name, so that training, evaluation, prediction,
+plots and data preparation never branch on a problem.
+
+A Task answers, for its problem (see ``docs/tasks.md`` for a worked example):
+
+* ``generator`` and :meth:`Task.default_recipes`: the default data it generates (an :mod:`opformer.pde` recipe);
+* :meth:`Task.load`: how files become the train / val / test datasets (keys, splits, resolution, noise) and the
+  normalizers fitted on the training split;
+* :meth:`Task.build_operator`: the model wrapped with its normalizers, physical units in and out;
+* :meth:`Task.loss`: the loss per sample (relative L2 and the task's regularizer);
+* ``plot_labels``: the plot layout; ``models`` and ``run_defaults``: the run presets; :meth:`Task.fit_model`: model
+  sizes that depend on the grid, adapted to the data.
+
+Registering makes the Task known to ``opformer train/eval/predict`` and ``opformer data prepare``::
+
+    register_task(MyTask())
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+from typing import ClassVar, Optional
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from ..config import ConfigError, DataConfig, TrainConfig, suggest
+from ..data.datasets import UnitGaussianNormalizer
+from .losses import rel_l2
+
+__all__ = ["Task", "Bundle", "Operator", "NoOptions", "register_task", "get_task", "list_tasks", "grid_coords",
+           "cache_dir", "ensure_files", "grid_kind_of"]
+
+_TASKS: dict[str, "Task"] = {}
+
+
+@dataclasses.dataclass
+class NoOptions:
+    """A task without options of its own."""
+
+
+@dataclasses.dataclass
+class Bundle:
+    """What :meth:`Task.load` returns: datasets by split, normalizers by role, and the facts the model needs."""
+
+    datasets: dict
+    normalizers: dict
+    grid: str  # "periodic", "node" or "cell": where the points sit in [0, 1]^d
+    input_grid: tuple
+    target_grid: tuple
+    files: dict = dataclasses.field(default_factory=dict)
+
+
+class Operator(nn.Module):
+    """A trained operator in physical units: ``input`` (batch, *grid, c_in) and ``coords`` (batch or 1, *grid, d)
+    -> the prediction (batch, *grid_out, c_out).  The input is standardized and the output decoded with the
+    normalizers fitted on the training split (valid on any grid); ``zero_boundary`` sets the outer ring of a 2D
+    output to zero (homogeneous Dirichlet data, as the Darcy solutions)."""
+
+    def __init__(self, model: nn.Module, input_normalizer: Optional[UnitGaussianNormalizer] = None,
+                 target_normalizer: Optional[UnitGaussianNormalizer] = None, zero_boundary: bool = False):
+        super().__init__()
+        self.model = model
+        self.input_normalizer = input_normalizer
+        self.target_normalizer = target_normalizer
+        self.zero_boundary = bool(zero_boundary)
+
+    def forward(self, input: Tensor, coords: Tensor) -> Tensor:
+        x = input if self.input_normalizer is None else self.input_normalizer.encode(input)
+        y = self.model(x, coords)
+        if self.target_normalizer is not None:
+            y = self.target_normalizer.decode(y)
+        if self.zero_boundary:
+            ring = torch.ones_like(y)
+            ring[:, 0], ring[:, -1], ring[:, :, 0], ring[:, :, -1] = 0, 0, 0, 0
+            y = y * ring
+        return y
+
+
+def grid_coords(kind: str, shape: tuple) -> np.ndarray:
+    """Coordinates ``(*shape, d)`` of a grid in [0, 1]^d: "periodic" j/n, "node" i/(n-1), "cell" (i + 1/2)/n."""
+    axes = []
+    for n in shape:
+        if kind == "periodic":
+            axes.append(np.arange(n) / n)
+        elif kind == "node":
+            axes.append(np.arange(n) / max(n - 1, 1))
+        elif kind == "cell":
+            axes.append((np.arange(n) + 0.5) / n)
+        else:
+            raise ValueError(f"grid kind must be periodic, node or cell, got {kind!r}")
+    return np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1)
+
+
+def grid_kind_of(x: np.ndarray) -> str:
+    """The kind of a stored 1D coordinate array (node when it holds both ends of [0, 1])."""
+    x = np.asarray(x, dtype=np.float64)
+    n = x.size
+    if n >= 2 and abs(x[0]) < 1e-9 and abs(x[-1] - 1) < 1e-9:
+        return "node"
+    if n >= 1 and abs(x[0] - 0.5 / n) < 1e-9:
+        return "cell"
+    return "periodic"
+
+
+class Task:
+    """One problem.  Subclasses set the class attributes and implement :meth:`load`; the rest has defaults."""
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    dim: ClassVar[int] = 1  # spatial dimension of the input grid
+    default_keys: ClassVar[tuple] = ("input", "target")
+    generator: ClassVar[Optional[str]] = None  # the pde recipe of the default data (None: the user's files only)
+    options_class: ClassVar[type] = NoOptions
+    #: short model name -> build_model dict or model preset name; run presets are f"{name}-{short}"
+    models: ClassVar[dict] = {}
+    #: defaults of the run presets: {"data": {...}, "train": {...}} over DataConfig / TrainConfig
+    run_defaults: ClassVar[dict] = {}
+    plot_labels: ClassVar[dict] = {"input": "input", "target": "target", "prediction": "prediction"}
+
+    # --- presets ----------------------------------------------------------------------------------------------
+    def model_train_overrides(self, short: str) -> dict:
+        """Training settings that differ by model (e.g. no H1 term for FNO)."""
+        return {}
+
+    # --- data -------------------------------------------------------------------------------------------------
+    def default_recipes(self, data: DataConfig, options) -> tuple[dict, Optional[dict]]:
+        """Recipe overrides of the default training file and of a separate test file (or None)."""
+        test = {**data.recipe, **data.test_recipe} if data.test_recipe else None
+        return dict(data.recipe), test
+
+    def load(self, data: DataConfig, options, files: dict, splits=("train", "val", "test"),
+             normalizers: Optional[dict] = None, test_all: bool = False) -> Bundle:
+        """Datasets of ``splits`` from ``files`` ({"train": path, "test": path or None}); normalizers fitted on the
+        training split unless given.  ``test_all``: every sample of the file is a test sample (evaluation)."""
+        raise NotImplementedError
+
+    # --- model ------------------------------------------------------------------------------------------------
+    def build_operator(self, model_cfg: dict, normalizers: dict, options) -> Operator:
+        from ..models import build_model
+
+        return Operator(build_model(model_cfg), normalizers.get("input"), normalizers.get("target"))
+
+    def fit_model(self, model_cfg: dict, bundle: Bundle, explicit: set) -> tuple[dict, list[str]]:
+        """Adapt grid-dependent sizes of ``model_cfg`` to the data (spectral modes, attention grid, output grid).
+
+        A size the user set explicitly (``explicit`` holds the field names) is never changed: when it does not fit,
+        :class:`ConfigError` names its flag.  Returns the new config and notes on what was changed."""
+        from ..models import MODELS
+
+        cfg, notes = dict(model_cfg), []
+        cls = MODELS[cfg["name"]]
+        fields = {f.name for f in dataclasses.fields(cls.config_class)}
+        if cls.spatial_dim != len(bundle.input_grid):
+            raise ConfigError(f"model {cfg['name']} is {cls.spatial_dim}D but the data of task {self.name} is "
+                              f"{len(bundle.input_grid)}D; choose a {len(bundle.input_grid)}D model")
+        if "out_size" in fields:
+            want = bundle.target_grid[0] if bundle.target_grid != bundle.input_grid else None
+            if cfg.get("out_size") != want:
+                if "out_size" in explicit:
+                    raise ConfigError(f"--out-size {cfg['out_size']} does not match the target grid "
+                                      f"{bundle.target_grid} of the data")
+                if "coarse_size" in fields and cfg.get("coarse_size") is not None and \
+                        cfg.get("coarse_size") == cfg.get("out_size") and want is not None:
+                    cfg["coarse_size"] = want  # the attention grid was tied to the output grid
+                cfg["out_size"] = want
+        if "coarse_size" in fields and cfg.get("coarse_size") is not None and cfg["coarse_size"] > bundle.input_grid[0]:
+            if "coarse_size" in explicit:
+                raise ConfigError(f"--coarse-size {cfg['coarse_size']} is larger than the input grid "
+                                  f"{bundle.input_grid[0]}; choose at most {bundle.input_grid[0]}")
+            notes.append(f"attention grid {cfg['coarse_size']} -> automatic for a {bundle.input_grid[0]}-point grid")
+            cfg["coarse_size"] = None
+        if "modes" in fields:
+            limit = cls.max_modes(cls.config_class(**{k: v for k, v in cfg.items() if k != "name"}), bundle.input_grid)
+            if limit < 1:
+                raise ConfigError(f"the {bundle.input_grid} grid is too small for model {cfg['name']}")
+            if cfg.get("modes", cls.config_class.modes) > limit:
+                if "modes" in explicit:
+                    raise ConfigError(f"--modes {cfg['modes']} needs a finer grid than the data's {bundle.input_grid}; "
+                                      f"choose --modes {limit} or less")
+                notes.append(f"spectral modes {cfg.get('modes')} -> {limit} to fit the {bundle.input_grid} grid")
+                cfg["modes"] = limit
+        return cfg, notes
+
+    # --- loss, metrics --------------------------------------------------------------------------------------------
+    def loss(self, pred: Tensor, batch: dict, train: TrainConfig) -> tuple[Tensor, Tensor]:
+        """(relative L2 error, regularizer), one value per sample; the training loss is their sum, averaged."""
+        l2 = rel_l2(pred, batch["target"])
+        return l2, torch.zeros_like(l2)
+
+    # --- inference on arrays ----------------------------------------------------------------------------------------
+    def inputs_from_array(self, x: np.ndarray, grid: str) -> tuple[Tensor, Tensor]:
+        """A user's input array in the file layout, (samples, *grid) or (samples, *grid, channels), as the
+        operator's ``(input, coords)``."""
+        x = np.asarray(x, dtype=np.float32)
+        if x.ndim == self.dim + 1:
+            x = x[..., None]
+        if x.ndim != self.dim + 2:
+            shape = ", ".join(["n"] * self.dim)
+            raise ConfigError(f"inputs of task {self.name} must have shape (samples, {shape}[, channels]), "
+                              f"got {x.shape}")
+        coords = torch.as_tensor(grid_coords(grid, x.shape[1:-1]), dtype=torch.float32)[None]
+        return torch.from_numpy(np.ascontiguousarray(x)), coords
+
+
+# --- the registry ---------------------------------------------------------------------------------------------------------
+def register_task(task: Task) -> Task:
+    """Make ``task`` known by its name (replacing a task of the same name)."""
+    if not task.name:
+        raise ValueError("a Task needs a name")
+    _TASKS[task.name] = task
+    return task
+
+
+def get_task(name: str) -> Task:
+    _builtin()
+    if name not in _TASKS:
+        raise ConfigError(f"unknown task {name!r}{_near(name)}; known tasks: {', '.join(sorted(_TASKS))}")
+    return _TASKS[name]
+
+
+def list_tasks() -> list[str]:
+    _builtin()
+    return sorted(_TASKS)
+
+
+def _near(name: str) -> str:
+    hint = suggest(name, list(_TASKS))
+    return hint.replace("--", "")
+
+
+def _builtin() -> None:
+    from . import burgers, darcy, darcy_inverse  # noqa: F401  (each registers itself)
+
+
+# --- default data: generated once and cached ---------------------------------------------------------------------------
+def cache_dir() -> Path:
+    """Where generated data sets are cached: ``$OPFORMER_DATA`` or ``~/.cache/opformer/data``."""
+    return Path(os.environ.get("OPFORMER_DATA", Path.home() / ".cache" / "opformer" / "data"))
+
+
+def _cached(generator: str, overrides: dict, workers) -> Path:
+    from ..pde.generate import ensure_dataset, make_recipe
+
+    recipe = make_recipe(generator, **overrides)
+    key = hashlib.sha1(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:10]
+    path = cache_dir() / f"{recipe['problem']}-{recipe['resolution']}-{recipe['n_samples']}-{key}.h5"
+    rank = int(os.environ.get("RANK", os.environ.get("LOCAL_RANK", 0)))
+    if rank != 0:  # the first process generates; the others wait for the complete file (written atomically)
+        while not path.exists():
+            time.sleep(2.0)
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return ensure_dataset(generator, path, workers=workers, **overrides)
+
+
+def ensure_files(task: Task, data: DataConfig, options) -> dict:
+    """``{"train": path, "test": path or None}``: the user's files, or the task's default data, generated and cached
+    on first use."""
+    if data.path is not None:
+        return {"train": Path(data.path), "test": Path(data.test_path) if data.test_path else None}
+    if task.generator is None:
+        raise ConfigError(f"task {task.name} has no default data: give a data file with --data")
+    train, test = task.default_recipes(data, options)
+    return {"train": _cached(task.generator, train, data.workers),
+            "test": None if test is None else _cached(task.generator, test, data.workers)}
+
+
+def options_from(task: Task, values: dict):
+    """The task's options dataclass from a dict, typed and checked."""
+    from ..config import check_section
+
+    return check_section(task.options_class, values or {}, "task")
+
+
+def describe_options(options) -> dict:
+    return dataclasses.asdict(options) if dataclasses.is_dataclass(options) else {}
+

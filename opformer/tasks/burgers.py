@@ -1,0 +1,122 @@
+"""Viscous Burgers (paper §5.1, Table 2a): the initial condition u0 -> u(., T) on a periodic 1D grid.
+
+Data: the R10 recipe (:mod:`opformer.pde.burgers`, ``docs/data.md``), or any file with arrays (samples, n) or
+(samples, n, 1) under ``--keys`` (default ``a,u``).  The paper's protocol on the default data: train on the first
+1024 samples, validate on the next 100, test on the last 100 of 2048, at n = 512 (strided from 8192).
+Loss: relative L2 plus the H1-seminorm term with periodic central differences (eq. (1)-(2), ``docs/training.md``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import numpy as np
+
+from ..config import DataConfig, TrainConfig, opt
+from ..data.datasets import FieldDataset, UnitGaussianNormalizer, keys_pair, make_splits, read_blocks, sample_array, \
+    stride_for
+from ..data.readers import open_source
+from ..models.presets import ATTENTION_KINDS
+from ..pde.errors import DataError
+from .base import Bundle, Task, register_task
+from .losses import effective_gamma, h1_seminorm_1d, rel_l2
+
+
+@dataclasses.dataclass
+class BurgersOptions:
+    normalize_input: bool = opt(False, "standardize the input per point with the training statistics (the paper "
+                                       "does not)")
+
+
+def model_table(experiment: str) -> dict:
+    """short name -> model preset name, for every attention kind, both norm schemes, and FNO."""
+    table = {}
+    for short in ATTENTION_KINDS:
+        table[short] = f"{experiment}-{short}"
+        table[f"{short}-regular"] = f"{experiment}-{short}-regular"
+    table["fno"] = f"{experiment}-fno"
+    return table
+
+
+def open_pair(data: DataConfig, default_keys, files: dict, dim: int):
+    """The training and test sources with their keys, checked to hold (samples, *grid[, 1]) arrays of one shape."""
+    keys = keys_pair(data.keys, default_keys)
+    train = open_source(files["train"], keys)
+    test = train if files.get("test") is None else open_source(files["test"], keys)
+    grid = None
+    for src in {id(train): train, id(test): test}.values():
+        shapes = []
+        for key in keys:
+            shape = src.shapes[key][1:]
+            if len(shape) == dim + 1 and shape[-1] == 1:
+                shape = shape[:-1]
+            if len(shape) != dim:
+                g = ", ".join(["n"] * dim)
+                raise DataError(f"{src.describe()}: key {key!r} expected shape (samples, {g}) or (samples, {g}, 1), "
+                                f"found {src.shapes[key]}")
+            shapes.append(shape)
+        if grid is None:
+            grid = shapes[0]
+        if any(s != grid for s in shapes):
+            raise DataError(f"{src.describe()}: keys {keys} must hold grids of one shape {grid}, found {shapes}")
+    return keys, train, test, grid
+
+
+def split_indices(data: DataConfig, train, test, test_all: bool) -> dict:
+    if test_all:
+        return {"test": np.arange(test.n_samples)}
+    separate = test is not train
+    return make_splits(train.n_samples, test.n_samples if separate else None, n_train=data.n_train,
+                       n_val=data.n_val, n_test=data.n_test,
+                       train_pool=data.train_pool, where=train.describe())
+
+
+class BurgersTask(Task):
+    name = "burgers"
+    description = "viscous Burgers u0 -> u(., 1), periodic 1D (paper §5.1)"
+    dim = 1
+    default_keys = ("a", "u")
+    generator = "burgers"
+    options_class = BurgersOptions
+    models = model_table("burgers")
+    run_defaults = {
+        "data": {"resolution": 512, "train_pool": 1124, "n_val": 100, "n_train": 1024, "n_test": 100},
+        "train": {"epochs": 100, "batch_size": 8, "lr": 1.0e-3, "pct_start": 0.2, "gamma": 0.1},
+    }
+    plot_labels = {"input": "input $u_0$", "target": "target $u(\\cdot,1)$", "prediction": "prediction"}
+
+    def model_train_overrides(self, short: str) -> dict:
+        return {"gamma": 0.0} if short == "fno" else {}
+
+    def load(self, data, options, files, splits=("train", "val", "test"), normalizers=None, test_all=False):
+        keys, train_src, test_src, grid = open_pair(data, self.default_keys, files, 1)
+        n_fine = grid[0]
+        s = stride_for(n_fine, data.resolution, nodes=False, where=train_src.describe())
+        idx = split_indices(data, train_src, test_src, test_all)
+        x = np.asarray(train_src.coords.get("x", np.arange(n_fine) / n_fine))[::s]
+
+        def transform(a, u):
+            a, u = sample_array(a, 1, keys[0], train_src.describe()), sample_array(u, 1, keys[1], train_src.describe())
+            du = (np.roll(u, -1, axis=-1) - np.roll(u, 1, axis=-1)) * (n_fine / 2.0)  # unit period, h = 1/n_fine
+            return {"input": a[:, ::s, None], "target": u[:, ::s, None], "target_grad": du[:, ::s, None]}
+
+        arrays = {split: read_blocks(test_src if split == "test" else train_src, idx[split], transform)
+                  for split in splits}
+        normalizers = dict(normalizers or {})
+        if options.normalize_input and "input" not in normalizers:
+            tr = arrays["train"] if "train" in arrays else read_blocks(train_src, idx["train"], transform)
+            normalizers["input"] = UnitGaussianNormalizer.fit(tr["input"], nodes=False)
+        datasets = {split: FieldDataset(arrays[split], {"coords": x[:, None]}) for split in splits}
+        return Bundle(datasets, normalizers, "periodic", (len(x),), (len(x),),
+                      {"train": str(files["train"]), "test": str(files.get("test") or files["train"])})
+
+    def loss(self, pred, batch, train: TrainConfig):
+        l2 = rel_l2(pred, batch["target"])
+        if train.gamma <= 0:
+            return l2, l2.new_zeros(l2.shape)
+        n = pred.shape[1]
+        h = float(batch["coords"][0, 1, 0] - batch["coords"][0, 0, 0])
+        gamma = effective_gamma(train.gamma, n, train.gamma_convention)
+        return l2, gamma * h1_seminorm_1d(pred, batch["target_grad"], h)
+
+
+register_task(BurgersTask())

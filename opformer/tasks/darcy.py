@@ -1,0 +1,114 @@
+"""Interface Darcy flow (paper §5.2, Table 2b): the coefficient a -> the solution u of -div(a grad u) = 1, u = 0 on
+the boundary of the unit square.
+
+Data: the piececonst r421 recipe (:mod:`opformer.pde.darcy`, ``docs/data.md``): a 1124-sample training file (1024
+training + 100 validation) and an independent 100-sample test file, strided to the fine grid (421 -> 211, 141, 85,
+...); or any file with (samples, n, n[, 1]) arrays under ``--keys`` (default ``coeff,sol``).
+Normalization: a and u standardized per grid point with the training statistics (as the paper's code), evaluated
+on other grids by interpolation.  Loss: relative L2 plus the coefficient-weighted H1 term.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..config import TrainConfig
+from ..data.datasets import FieldDataset, UnitGaussianNormalizer, read_blocks, sample_array, stride_for
+from ..pde.errors import DataError
+from .base import Bundle, Operator, Task, grid_kind_of, register_task
+from .burgers import model_table, open_pair, split_indices
+from .losses import effective_gamma, h1_seminorm_2d, rel_l2
+
+
+def stored_grid(src, n: int) -> tuple[np.ndarray, str]:
+    """The stored 1D grid of a 2D file and its kind: the file's coordinates ``x`` when it has them, else cell
+    centres for the FNO ``.mat`` files and nodes (both ends) for other files."""
+    if "x" in src.coords:
+        x = np.asarray(src.coords["x"], dtype=np.float64)
+        if x.shape != (n,):
+            raise DataError(f"{src.describe()}: coordinates 'x' expected shape ({n},), found {x.shape}")
+        return x, grid_kind_of(x)
+    kind = "cell" if src.kind == "mat" else "node"
+    x = (np.arange(n) + 0.5) / n if kind == "cell" else np.arange(n) / (n - 1)
+    return x, kind
+
+
+def coords_2d(x: np.ndarray) -> np.ndarray:
+    gx, gy = np.meshgrid(x, x, indexing="ij")
+    return np.stack([gx, gy], axis=-1)
+
+
+def open_square(task, data, files):
+    """Sources, keys, the stored side n, its grid and kind, and the stride to ``data.resolution``."""
+    keys, train_src, test_src, grid = open_pair(data, task.default_keys, files, 2)
+    if grid[0] != grid[1]:
+        raise DataError(f"{train_src.describe()}: task {task.name} needs square grids, found {grid}")
+    n = grid[0]
+    x, kind = stored_grid(train_src, n)
+    s = stride_for(n, data.resolution, nodes=True, where=train_src.describe())
+    return keys, train_src, test_src, n, x, kind, s
+
+
+class DarcyTask(Task):
+    name = "darcy"
+    description = "Darcy flow a -> u on the unit square (paper §5.2)"
+    dim = 2
+    default_keys = ("coeff", "sol")
+    generator = "darcy"
+    models = model_table("darcy")
+    run_defaults = {
+        "data": {"resolution": 141, "recipe": {"n_samples": 1124}, "test_recipe": {"n_samples": 100},
+                 "train_pool": 1124, "n_val": 100, "n_train": 1024},
+        "train": {"epochs": 100, "batch_size": 4, "eval_batch_size": 4, "lr": 1.0e-3, "pct_start": 0.3,
+                  "gamma": 0.5},
+    }
+    plot_labels = {"input": "coefficient a", "target": "target u", "prediction": "prediction"}
+
+    def model_train_overrides(self, short: str) -> dict:
+        if short == "fno":
+            return {"gamma": 0.0}
+        return {"lr": 5.0e-4} if short.startswith("ft") else {}
+
+    def default_recipes(self, data, options):
+        return dict(data.recipe), {**data.recipe, "split": "test", **data.test_recipe}
+
+    def load(self, data, options, files, splits=("train", "val", "test"), normalizers=None, test_all=False):
+        keys, train_src, test_src, n, x, kind, s = open_square(self, data, files)
+        h = float(x[1] - x[0])
+        idx = split_indices(data, train_src, test_src, test_all)
+
+        def transform(a, u):
+            a, u = sample_array(a, 2, keys[0], train_src.describe()), sample_array(u, 2, keys[1], train_src.describe())
+            dx, dy = np.gradient(u, h, axis=(1, 2), edge_order=2)
+            return {"input": a[:, ::s, ::s, None], "target": u[:, ::s, ::s, None],
+                    "target_grad": np.stack([dx[:, ::s, ::s], dy[:, ::s, ::s]], axis=-1)}
+
+        arrays = {split: read_blocks(test_src if split == "test" else train_src, idx[split], transform)
+                  for split in splits}
+        normalizers = dict(normalizers or {})
+        if "input" not in normalizers or "target" not in normalizers:
+            tr = arrays["train"] if "train" in arrays else read_blocks(train_src, idx["train"], transform)
+            normalizers.setdefault("input", UnitGaussianNormalizer.fit(tr["input"], nodes=kind == "node"))
+            normalizers.setdefault("target", UnitGaussianNormalizer.fit(tr["target"], nodes=kind == "node"))
+        xs = x[::s]
+        datasets = {split: FieldDataset(arrays[split], {"coords": coords_2d(xs)}) for split in splits}
+        return Bundle(datasets, normalizers, kind, (len(xs),) * 2, (len(xs),) * 2,
+                      {"train": str(files["train"]), "test": str(files.get("test") or files["train"])})
+
+    def build_operator(self, model_cfg, normalizers, options) -> Operator:
+        from ..models import build_model
+
+        return Operator(build_model(model_cfg), normalizers.get("input"), normalizers.get("target"),
+                        zero_boundary=model_cfg.get("boundary") == "dirichlet")
+
+    def loss(self, pred, batch, train: TrainConfig):
+        l2 = rel_l2(pred, batch["target"])
+        if train.gamma <= 0:
+            return l2, l2.new_zeros(l2.shape)
+        c = batch["coords"]
+        h = float(c[0, 1, 0, 0] - c[0, 0, 0, 0])
+        gamma = effective_gamma(train.gamma, pred.shape[1], train.gamma_convention)
+        return l2, gamma * h1_seminorm_2d(pred, batch["target_grad"], batch["input"], h)
+
+
+register_task(DarcyTask())
