@@ -1,7 +1,9 @@
-"""opformer.pde: Gaussian random fields, the PDE solvers (Burgers, Darcy), data set recipes, HDF5 storage and the
-``opformer data`` generation command.
+"""opformer.pde: Gaussian random fields, the PDE solvers (Burgers, Darcy, Navier–Stokes), data set recipes, HDF5
+storage and the ``opformer data`` generation command.
 
-Imports numpy, scipy, h5py and tqdm only: generating data never imports torch or the training layer.
+Imports numpy, scipy, h5py and tqdm only, and never the training layer. The Navier–Stokes solver
+(``opformer.pde.navier_stokes``, batched on CPU or GPU through ``torch.fft``) is the one module that imports
+torch; it is not imported here, so Burgers and Darcy generation never load torch.
 See ``docs/data.md`` for the recipes, how they were verified, and the commands.
 """
 
