@@ -40,9 +40,9 @@ def tiny_config(tmp_path, burgers_file) -> Path:
     """A run config: 24 train / 8 val / 8 test samples at n = 64, a 2-layer Galerkin model, 3 epochs."""
     cfg = {
         "name": "tiny",
-        "problem": "burgers",
+        "task": "burgers",
         "data": {"path": str(burgers_file), "resolution": 64, "train_pool": 32, "n_val": 8, "n_train": 24,
-                 "test_range": [-8, None]},
+                 "n_test": 8},
         "model": TINY_MODEL,
         "train": {"epochs": 3, "batch_size": 4, "eval_batch_size": 4, "lr": 3e-3, "plot_samples": 2},
     }

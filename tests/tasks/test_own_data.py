@@ -1,0 +1,232 @@
+"""A user's path through opformer: a new problem as a Task, one's own files with any keys and sample count, a
+trained model loaded and run anywhere, and bad input refused before anything is written."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import opformer
+from opformer.cli import main
+from opformer.data.datasets import FieldDataset, read_blocks, sample_array, stride_for
+from opformer.tasks import Bundle, Task, register_task
+from opformer.tasks.burgers import open_pair, split_indices
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+
+# --- a problem the package does not know: the 1D heat equation, defined here --------------------------------------------
+KAPPA, T_END = 0.01, 1.0
+
+
+def heat_solution(u0: np.ndarray, t: float) -> np.ndarray:
+    """Exact solution of u_t = kappa u_xx on the unit period: each Fourier mode k decays as exp(-4 pi^2 k^2 kappa t)."""
+    n = u0.shape[-1]
+    k = np.fft.rfftfreq(n, d=1.0 / n)
+    return np.fft.irfft(np.fft.rfft(u0, axis=-1) * np.exp(-4 * np.pi**2 * k**2 * KAPPA * t), n=n, axis=-1)
+
+
+def heat_file(path: Path, n_samples: int, n: int, seed: int) -> Path:
+    rng = np.random.default_rng(seed)
+    k = np.arange(1, 9)
+    x = np.arange(n) / n
+    coef = rng.standard_normal((n_samples, k.size, 2)) / k[None, :, None] ** 1.5
+    u0 = (coef[..., 0, None] * np.sin(2 * np.pi * k[None, :, None] * x) +
+          coef[..., 1, None] * np.cos(2 * np.pi * k[None, :, None] * x)).sum(1)
+    np.savez(path, u0=u0, ut=heat_solution(u0, T_END))
+    return path
+
+
+class HeatTask(Task):
+    """u0 -> u(., T) for the heat equation on a periodic grid; files with arrays u0, ut of shape (N, n)."""
+
+    name = "heat-toy"
+    description = "1D heat equation u0 -> u(., 1) (test task)"
+    dim = 1
+    default_keys = ("u0", "ut")
+    models = {"fno": {"name": "fno1d", "width": 16, "modes": 8, "num_layers": 2, "head_width": 32}}
+    run_defaults = {"train": {"epochs": 6, "batch_size": 8, "lr": 5e-3, "gamma": 0.0, "pct_start": 0.1}}
+
+    def load(self, data, options, files, splits=("train", "val", "test"), normalizers=None, test_all=False):
+        keys, train, test, grid = open_pair(data, self.default_keys, files, 1)
+        s = stride_for(grid[0], data.resolution, nodes=False, where=train.describe())
+        idx = split_indices(data, train, test, test_all)
+
+        def transform(u0, ut):
+            return {"input": sample_array(u0, 1, keys[0], "")[:, ::s, None],
+                    "target": sample_array(ut, 1, keys[1], "")[:, ::s, None]}
+
+        x = (np.arange(grid[0]) / grid[0])[::s, None]
+        ds = {sp: FieldDataset(read_blocks(test if sp == "test" else train, idx[sp], transform), {"coords": x})
+              for sp in splits}
+        return Bundle(ds, dict(normalizers or {}), "periodic", (len(x),), (len(x),))
+
+
+def test_a_task_defined_outside_the_package_trains_through_the_cli_and_predicts_the_exact_solution(tmp_path):
+    """One module and one registration: the toy task gets presets, trains via `opformer train`, and its loaded model
+    predicts the exact heat solution of new initial data."""
+    register_task(HeatTask())
+    data = heat_file(tmp_path / "heat.npz", 100, 64, seed=0)
+    out = tmp_path / "run"
+    assert main(["train", "heat-toy-fno", "--data", str(data), "--out", str(out), "--no-progress"]) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["task"] == "heat-toy" and metrics["n_test"] == 10 and metrics["n_train"] == 81
+    assert metrics["test_rel_l2"] < 0.2, metrics  # predicting zero would give 1
+    fresh = heat_file(tmp_path / "fresh.npz", 5, 64, seed=1)
+    with np.load(fresh) as f:
+        u0, exact = f["u0"], f["ut"]
+    pred = opformer.load(out / "checkpoints" / "best.ckpt").predict(u0)
+    assert pred.shape == exact.shape
+    err = np.linalg.norm(pred - exact, axis=1) / np.linalg.norm(exact, axis=1)
+    assert err.mean() < 3 * metrics["test_rel_l2"] + 0.02
+
+
+# --- one's own Burgers-like data: other keys, a channel axis, 80 samples, no split flags -----------------------------------
+@pytest.fixture(scope="module")
+def own_file(tmp_path_factory) -> Path:
+    """80 samples (N, 64, 1) under keys x, y: the Burgers solution operator of a smooth initial condition, cheap
+    stand-in data (the heat map above) with a channel axis and float32/float64 mixed."""
+    d = tmp_path_factory.mktemp("own")
+    base = heat_file(d / "base.npz", 80, 64, seed=3)
+    with np.load(base) as f:
+        np.savez(d / "mine.npz", x=f["u0"][..., None], y=f["ut"][..., None].astype(np.float32))
+    return d / "mine.npz"
+
+
+@pytest.fixture(scope="module")
+def own_run(own_file, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("runs") / "gt"
+    code = main(["train", "burgers-gt", "--data", str(own_file), "--keys", "x,y", "--epochs", "2", "--num-layers",
+                 "1", "--out", str(out), "--no-progress"])
+    assert code == 0
+    return out
+
+
+def test_own_file_with_any_sample_count_keys_and_channel_axis_trains_with_default_fractions(own_run):
+    m = json.loads((own_run / "metrics.json").read_text())
+    # 10% test (8), 10% of the remaining 72 for validation (7), the rest for training
+    assert (m["n_train"], m["n_val"], m["n_test"]) == (65, 7, 8)
+    assert m["resolution"] == [64]  # the preset's 512 describes its own data, not the user's file
+    assert np.isfinite(m["test_rel_l2"])
+
+
+def test_a_failed_start_leaves_no_directory(own_file, tmp_path, capsys):
+    for bad in (["--keys", "x,nope"], ["--n-train", "1000"], ["--resolution", "48"], ["--modes", "40"]):
+        out = tmp_path / "never"
+        code = main(["train", "burgers-gt", "--data", str(own_file), "--keys", "x,y", "--out", str(out),
+                     "--no-progress", *bad])
+        err = capsys.readouterr().err
+        assert code == 2, bad
+        assert not out.exists(), f"{bad} left {list(out.rglob('*'))}"
+        assert bad[0] in err or "nope" in err, err
+
+
+def test_bad_values_give_one_line_errors_in_flag_terms(own_file, tmp_path, capsys):
+    cases = {("--lr", "abc"): "--lr: expected a number, got 'abc'",
+             ("--lr", "-1e-3"): "--lr: must be > 0.0",
+             ("--learning-rate", "1e-3"): "did you mean --lr?",
+             ("--n-val", "x"): "--n-val: expected an integer or a number"}
+    for (flag, value), text in cases.items():
+        code = main(["train", "burgers-gt", "--data", str(own_file), "--out", str(tmp_path / "r"), flag, value])
+        err = capsys.readouterr().err
+        assert code == 2 and text in err, err
+        assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert not (tmp_path / "r").exists()
+
+
+def test_predict_writes_what_eval_measures(own_run, own_file, tmp_path, capsys):
+    ck = own_run / "checkpoints" / "best.ckpt"
+    assert main(["eval", str(ck), "--data", str(own_file), "--out", str(tmp_path / "ev")]) == 0
+    ev = json.loads((tmp_path / "ev" / "metrics.json").read_text())
+    assert main(["predict", str(ck), "--data", str(own_file), "--out", str(tmp_path / "p.npz")]) == 0
+    with np.load(tmp_path / "p.npz") as p:
+        assert p["prediction"].shape == (80, 64) and p["rel_l2"].shape == (80,)
+        assert float(np.mean(p["rel_l2"])) == pytest.approx(ev["test_rel_l2"], rel=1e-12)
+        with np.load(own_file) as f:
+            direct = np.linalg.norm(p["prediction"] - f["y"][..., 0], axis=1) / np.linalg.norm(f["y"][..., 0], axis=1)
+        assert np.allclose(direct, p["rel_l2"], rtol=1e-5)
+    assert ev["n_test"] == 80  # every sample of the file is a test sample
+
+
+def test_load_in_a_fresh_process_from_another_directory(own_run, own_file, tmp_path):
+    ck = (own_run / "checkpoints" / "best.ckpt").resolve()
+    with np.load(own_file) as f:
+        x = f["x"][:4]
+    np.save(tmp_path / "x.npy", x)
+    expected = opformer.load(ck).predict(x)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    code = ("import numpy as np, opformer\n"
+            f"m = opformer.load({str(ck)!r})\n"
+            f"np.save('y.npy', m.predict(np.load({str(tmp_path / 'x.npy')!r})))\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    subprocess.run([sys.executable, "-c", code], cwd=elsewhere, env=env, check=True, timeout=120)
+    assert np.array_equal(np.load(elsewhere / "y.npy"), expected)
+    assert expected.shape == (4, 64, 1)  # the input had a channel axis: so does the output
+
+
+def test_save_pretrained_round_trip(own_run, own_file, tmp_path):
+    model = opformer.load(own_run / "checkpoints" / "best.ckpt")
+    model.save_pretrained(tmp_path / "pre")
+    assert sorted(p.name for p in (tmp_path / "pre").iterdir()) == ["config.json", "model.safetensors"]
+    cfg = json.loads((tmp_path / "pre" / "config.json").read_text())
+    assert cfg["task"] == "burgers" and cfg["keys"] == ["x", "y"] and cfg["model"]["name"] == "transformer1d"
+    again = opformer.load(tmp_path / "pre")
+    with np.load(own_file) as f:
+        x = torch.as_tensor(f["x"][:6, :, 0])
+    a, b = model.predict(x), again.predict(x)
+    assert torch.is_tensor(b) and b.shape == (6, 64) and torch.equal(a, b)
+
+
+def test_files_that_would_run_code_are_refused_and_the_code_never_runs(tmp_path, capsys):
+    marker = tmp_path / "payload-ran"
+
+    class Payload:
+        def __reduce__(self):
+            return (Path.touch, (marker,))
+
+    evil = tmp_path / "evil.ckpt"
+    with open(evil, "wb") as fh:
+        pickle.dump({"state_dict": {}, "opformer": Payload()}, fh)
+    torch.save({"opformer": Payload()}, tmp_path / "evil2.ckpt")
+    for path in (evil, tmp_path / "evil2.ckpt"):
+        with pytest.raises(opformer.tasks.artifact.LoadError, match="refused|not a readable"):
+            opformer.load(path)
+        assert main(["eval", str(path), "--data", str(tmp_path / "none.npz")]) == 2
+        assert main(["predict", str(path), "--data", str(tmp_path / "none.npz"), "--out", str(tmp_path / "p.npz")]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "refused" in err
+    assert not marker.exists(), "loading a file ran code from it"
+    assert not (tmp_path / "p.npz").exists()
+
+
+# --- 2D: a model trained at 17 x 17 evaluates on a 33 x 33 file of the same fields --------------------------------------
+def test_darcy_model_trained_at_17_evaluates_at_33(tmp_path, capsys):
+    train_f, test_f = tmp_path / "d33.h5", tmp_path / "d33_test.h5"
+    assert main(["data", "darcy", "--samples", "60", "--resolution", "33", "--out", str(train_f), "--workers", "1",
+                 "--no-progress"]) == 0
+    assert main(["data", "darcy", "--samples", "12", "--resolution", "33", "--split", "test", "--out", str(test_f),
+                 "--workers", "1", "--no-progress"]) == 0
+    out = tmp_path / "run"
+    assert main(["train", "darcy-fno", "--data", str(train_f), "--test-data", str(test_f), "--resolution", "17",
+                 "--width", "12", "--epochs", "8", "--lr", "5e-3", "--out", str(out), "--no-progress"]) == 0
+    m = json.loads((out / "metrics.json").read_text())
+    out_text = capsys.readouterr().out
+    assert "spectral modes 12 -> 8" in out_text  # 12 modes do not fit a 17-point grid: the preset adapted, and said so
+    ck = out / "checkpoints" / "best.ckpt"
+    assert main(["eval", str(ck), "--data", str(test_f), "--resolution", "17", "--out", str(tmp_path / "e17")]) == 0
+    assert main(["eval", str(ck), "--data", str(test_f), "--out", str(tmp_path / "e33")]) == 0
+    e17 = json.loads((tmp_path / "e17" / "metrics.json").read_text())
+    e33 = json.loads((tmp_path / "e33" / "metrics.json").read_text())
+    assert e17["test_rel_l2"] == pytest.approx(m["test_rel_l2"], rel=1e-5)  # the run's own test set
+    assert e33["resolution"] == [33, 33]
+    assert m["test_rel_l2"] < 0.5 and e33["test_rel_l2"] < 1.5 * m["test_rel_l2"] + 0.05, (m, e33)
+
