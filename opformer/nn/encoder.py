@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+import torch
 from torch import Tensor, nn
 
 from .attention import SimpleAttention
@@ -21,6 +22,34 @@ def activation(name: str) -> nn.Module:
     return ACTIVATIONS[name]()
 
 
+class _ReluFFNResidual(torch.autograd.Function):
+    """y + W2 relu(W1 y + b1) + b2 over the rows of y (..., d): the ReLU in place on the hidden layer, its backward in
+    place on the hidden gradient, the residual inside the products; saves y and the hidden layer only."""
+
+    @staticmethod
+    def forward(ctx, y, w1, b1, w2, b2):
+        y2 = y.reshape(-1, y.shape[-1])
+        hidden = torch.addmm(b1, y2, w1.t()).relu_()
+        out = torch.addmm(y2, hidden, w2.t()).add_(b2)
+        ctx.save_for_backward(y2, hidden, w1, w2)
+        ctx.shape = y.shape
+        return out.view(y.shape)
+
+    @staticmethod
+    def backward(ctx, dout):
+        y2, hidden, w1, w2 = ctx.saved_tensors
+        d2 = dout.reshape(-1, dout.shape[-1])
+        need = ctx.needs_input_grad
+        dw2 = torch.mm(d2.t(), hidden) if need[3] else None
+        db2 = d2.sum(0) if need[4] else None
+        dh = torch.mm(d2, w2)
+        torch.ops.aten.threshold_backward.grad_input(dh, hidden, 0, grad_input=dh)
+        dw1 = torch.mm(dh.t(), y2) if need[1] else None
+        db1 = dh.sum(0) if need[2] else None
+        dy = torch.addmm(d2, dh, w1).view(ctx.shape) if need[0] else None
+        return dy, dw1, db1, dw2, db2
+
+
 class FeedForward(nn.Module):
     """Pointwise 2-layer FFN g(.) of eq. (4): Linear(d, d_ff) -> act -> dropout -> Linear(d_ff, d)."""
 
@@ -35,6 +64,19 @@ class FeedForward(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return self.net(x)
+
+    def residual(self, x: Tensor) -> Tensor:
+        """x + self(x); for ReLU without active dropout, one fused function (no separate activation and sum)."""
+        lin1, act, drop, lin2 = self.net
+        if (
+            type(act) is nn.ReLU
+            and not (self.training and drop.p > 0)
+            and x.dtype in (torch.float32, torch.float64)
+            and not torch.is_autocast_enabled(x.device.type)
+            and lin1.weight.dtype == x.dtype
+        ):
+            return _ReluFFNResidual.apply(x, lin1.weight, lin1.bias, lin2.weight, lin2.bias)
+        return x + self.net(x)
 
 
 class EncoderLayer(nn.Module):
@@ -86,11 +128,15 @@ class EncoderLayer(nn.Module):
             self.ln2 = nn.LayerNorm(d_model, eps=norm_eps)
 
     def forward(self, x: Tensor, pos: Optional[Tensor] = None, weights: Optional[Tensor] = None) -> Tensor:
-        y = x + self.drop1(self.attn(x, pos, weights))
+        # without active residual-branch dropout the sums x + Attn(x), y + g(y) are taken inside the fused paths
+        if self.training and self.drop1.p > 0:
+            y = x + self.drop1(self.attn(x, pos, weights))
+        else:
+            y = self.attn(x, pos, weights, residual=True)
         if self.norm_scheme == "regular":
             y = self.ln1(y)
-            return self.ln2(y + self.drop2(self.ffn(y)))
-        return y + self.drop2(self.ffn(y))
+        out = y + self.drop2(self.ffn(y)) if self.training and self.drop2.p > 0 else self.ffn.residual(y)
+        return self.ln2(out) if self.norm_scheme == "regular" else out
 
 
 class Encoder(nn.Module):

@@ -69,3 +69,31 @@ def test_torch_compile_matches_eager(kind):
     compiled = torch.compile(layer)
     x, pos = torch.randn(2, 32, 16), torch.rand(2, 32, 1)
     torch.testing.assert_close(compiled(x, pos), layer(x, pos), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("scheme", ["galerkin", "regular"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_fused_residual_sums_equal_the_plain_composition(kind, scheme):
+    """Without active residual dropout the layer takes x + Attn(x) and y + g(y) inside fused functions (ReLU and its
+    backward in place): the same function as the composition of eqs. (4)/(7), values and gradients, float64."""
+    torch.manual_seed(0)
+    layer = EncoderLayer(16, 2, kind, 32, pos_dim=1, norm_scheme=scheme).double()
+    with torch.no_grad():
+        for p in layer.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    x = torch.randn(2, 21, 16, dtype=torch.float64, requires_grad=True)
+    pos = torch.rand(2, 21, 1, dtype=torch.float64)
+
+    def composed(x):
+        y = x + layer.attn(x, pos)
+        if scheme == "regular":
+            y = layer.ln1(y)
+            return layer.ln2(y + layer.ffn(y))
+        return y + layer.ffn(y)
+
+    y1, y2 = layer(x, pos), composed(x)
+    torch.testing.assert_close(y1, y2, rtol=1e-10, atol=1e-12)
+    g1 = torch.autograd.grad(y1.square().sum(), [x, *layer.parameters()])
+    g2 = torch.autograd.grad(y2.square().sum(), [x, *layer.parameters()])
+    for a, b in zip(g1, g2):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
