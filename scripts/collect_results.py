@@ -27,10 +27,10 @@ def main(argv=None) -> int:
     for run, m in rows(roots):
         cfg = run / "config.yaml"
         noise = ""
-        if cfg.exists() and m.get("problem") == "darcy-inverse":
+        if cfg.exists():
             import yaml
 
-            noise = str(yaml.safe_load(cfg.read_text())["data"]["noise"])
+            noise = str(yaml.safe_load(cfg.read_text()).get("task_options", {}).get("noise", ""))
         print(f"| {run} | {m['preset']} | {noise} | {m['test_rel_l2']:.4e} | {m['val_rel_l2']:.4e} | "
               f"{m.get('best_epoch')} / {m['epochs']} | {m['seconds']:.0f} | {m['parameters']:,} |")
     return 0
