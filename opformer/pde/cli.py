@@ -1,13 +1,17 @@
-"""The ``opformer data`` sub-command: generate the Burgers and Darcy data sets, inspect data files.
+"""The ``opformer data`` sub-command: generate the Burgers, Darcy and Navier–Stokes data sets, inspect data files.
 
 ``register(subparsers)`` adds ``data`` to the top-level parser (``opformer/cli.py``)::
 
     opformer data burgers --samples 2048 --resolution 8192 --out data/burgers_r10.h5 [--seed 0] [--workers W]
                           [--start i --stop j] [--domain 2pi|unit] [--nu 0.1] [--t-final 1] [--modes 20|0]
                           [--sigma 25 --tau 5 --gamma 2] [--steps 400] [--solve-resolution 512|0]
+                          [--snapshots K]
     opformer data darcy --samples 1024 --resolution 421 --out data/darcy_train.h5 --split train|test
                         [--seed 0] [--workers W] [--start i --stop j] [--grid cell|node]
                         [--face arithmetic|harmonic] [--solver direct|amg]
+    opformer data navier-stokes --samples 1200 --resolution 64 --out data/ns_v1e-3.h5 [--ic ns|shear-layer]
+                        [--nu 1e-3] [--t-final 50] [--snapshots 50] [--solve-resolution 64] [--cfl 0.25] [--dt DT]
+                        [--forcing fno|none] [--device cpu|cuda] [--seed 0] [--workers W] [--start i --stop j]
     opformer data info FILE [FILE ...]
 
 The inverse Darcy data set is not a separate file: the ``darcy-inverse`` task derives it
@@ -20,22 +24,27 @@ import argparse
 import sys
 
 from .errors import DataError
-from .generate import BURGERS_R10, DARCY_R421, generate_dataset, make_recipe
+from .generate import BURGERS_R10, DARCY_R421, NS_FNO, RECIPES, SHEAR_LAYER, generate_dataset, make_recipe
 
 __all__ = ["register", "main"]
 
 
+def _shown(value) -> str:
+    return "the recipe's" if value is None else str(value)
+
+
 def _common(p: argparse.ArgumentParser, defaults: dict) -> None:
     p.add_argument("--samples", type=int, default=defaults["n_samples"],
-                   help=f"samples in the whole data set (default {defaults['n_samples']})")
+                   help=f"samples in the whole data set (default {_shown(defaults['n_samples'])})")
     p.add_argument("--resolution", type=int, default=defaults["resolution"],
-                   help=f"grid points per axis (default {defaults['resolution']})")
+                   help=f"grid points per axis (default {_shown(defaults['resolution'])})")
     p.add_argument("--out", required=True, help="output HDF5 file (written as FILE.partial, renamed when complete)")
     p.add_argument("--seed", type=int, default=defaults["seed"], help="random seed (default 0)")
     p.add_argument("--workers", type=int, default=None, help="worker processes (default: all local cores)")
     p.add_argument("--start", type=int, default=0, help="first sample index of this shard (default 0)")
     p.add_argument("--stop", type=int, default=None, help="one past the last sample index of this shard (default --samples)")
-    p.add_argument("--dtype", choices=("float64", "float32"), default="float64", help="stored floating type")
+    p.add_argument("--dtype", choices=("float64", "float32"), default=defaults["dtype"],
+                   help=f"stored floating type (default {_shown(defaults['dtype'])})")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -47,7 +56,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     """
     data = subparsers.add_parser("data", help="generate or inspect data sets",
                                  description="Generate the paper's data sets (deterministic, parallel, resumable, shardable).")
-    sub = data.add_subparsers(dest="data_command", required=True, metavar="{burgers,darcy,info,prepare}")
+    sub = data.add_subparsers(dest="data_command", required=True, metavar="{burgers,darcy,navier-stokes,info,prepare}")
 
     b = sub.add_parser("burgers", help="Burgers R10 data set (initial condition a -> u(., T))",
                        description="Burgers u_t + u u_x = nu u_xx; default: the FNO R10 recipe (see docs/data.md).")
@@ -64,6 +73,9 @@ def register(subparsers) -> argparse.ArgumentParser:
     b.add_argument("--steps", type=int, default=BURGERS_R10["steps"], help="ETDRK4 steps over [0, T] (default 400)")
     b.add_argument("--solve-resolution", type=int, default=BURGERS_R10["solve_resolution"],
                    help="internal Fourier points, 0 = the output resolution (default 512)")
+    b.add_argument("--snapshots", type=int, default=0,
+                   help="store the trajectory u(t_k), t_k = k T/K, k = 0..K, as u (N, K+1, n) with the times t; "
+                        "0 stores u(T) only (default)")
     b.set_defaults(func=_run_burgers)
 
     d = sub.add_parser("darcy", help="Darcy piececonst data set (coefficient -> solution)",
@@ -81,6 +93,28 @@ def register(subparsers) -> argparse.ArgumentParser:
     d.add_argument("--solver", choices=("direct", "amg"), default=DARCY_R421["solver"],
                    help="sparse direct (default) or pyamg AMG-CG (needs pyamg)")
     d.set_defaults(func=_run_darcy)
+
+    ns = sub.add_parser(
+        "navier-stokes", help="2D Navier–Stokes vorticity trajectories (FNO benchmark or double shear layer)",
+        description="w_t + u.grad w = nu Delta w + f on the unit torus, pseudo-spectral (torch.fft). --ic ns: the FNO "
+                    "benchmark (GRF initial vorticity, forcing 0.1(sin 2pi(x+y) + cos 2pi(x+y)), nu 1e-3, T 50); "
+                    "--ic shear-layer: a perturbed double shear layer without forcing. Stores w (N, K+1, n, n), t, x, y.")
+    ns.add_argument("--ic", choices=("ns", "shear-layer"), default="ns",
+                    help="initial condition and its recipe defaults: ns (FNO benchmark, default) or shear-layer")
+    _common(ns, {**NS_FNO, "n_samples": None, "resolution": None, "dtype": None})  # None: the --ic recipe's default
+    ns.add_argument("--nu", type=float, default=None, help=f"viscosity (default {NS_FNO['nu']} for ns, {SHEAR_LAYER['nu']} for shear-layer)")
+    ns.add_argument("--t-final", type=float, default=None, help=f"final time (default {NS_FNO['t_final']:g} / {SHEAR_LAYER['t_final']:g})")
+    ns.add_argument("--snapshots", type=int, default=None,
+                    help=f"K: store t_k = k T/K, k = 0..K (default {NS_FNO['snapshots']} / {SHEAR_LAYER['snapshots']})")
+    ns.add_argument("--solve-resolution", type=int, default=None,
+                    help=f"solve grid, a multiple of --resolution (default {NS_FNO['solve_resolution']} / "
+                         f"{SHEAR_LAYER['solve_resolution']}; use 256 for nu 1e-4 and below, see docs/data.md)")
+    ns.add_argument("--cfl", type=float, default=None, help=f"Courant number of the step (default {NS_FNO['cfl']})")
+    ns.add_argument("--dt", type=float, default=None, help="a fixed largest time step instead of the CFL rule")
+    ns.add_argument("--forcing", choices=("fno", "none"), default=None, help="forcing (default fno / none)")
+    ns.add_argument("--device", default=None,
+                    help="torch device of the solver: cpu (default) or cuda[:i] (one process, large batches)")
+    ns.set_defaults(func=_run_navier_stokes)
 
     i = sub.add_parser("info", help="print the recipe and progress of data files")
     i.add_argument("files", nargs="+", help="opformer data files (FILE or FILE.partial)")
@@ -101,7 +135,7 @@ def _generate(args, recipe: dict) -> int:
         signal.signal(signal.SIGTERM, _terminate)
     try:
         path = generate_dataset(recipe, args.out, start=args.start, stop=args.stop, workers=args.workers,
-                        progress=not args.no_progress)
+                                progress=not args.no_progress, device=getattr(args, "device", None))
     except DataError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -120,6 +154,7 @@ def _run_burgers(args) -> int:
             nu=args.nu, t_final=args.t_final, steps=args.steps,
             solve_resolution=args.solve_resolution or None, dtype=args.dtype,
             grf={"sigma": args.sigma, "tau": args.tau, "gamma": args.gamma, "modes": args.modes or None},
+            snapshots=args.snapshots or None,
         )
     except DataError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -134,6 +169,25 @@ def _run_darcy(args) -> int:
             grid=args.grid, face=args.face, solver=args.solver, high=args.high, low=args.low, dtype=args.dtype,
             grf={"alpha": args.alpha, "tau": args.tau},
         )
+    except DataError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return _generate(args, recipe)
+
+
+def _run_navier_stokes(args) -> int:
+    given = {
+        "n_samples": args.samples, "resolution": args.resolution, "seed": args.seed, "dtype": args.dtype,
+        "nu": args.nu, "t_final": args.t_final, "snapshots": args.snapshots, "solve_resolution": args.solve_resolution,
+        "cfl": args.cfl, "dt": args.dt, "forcing": args.forcing,
+    }
+    overrides = {k: v for k, v in given.items() if v is not None}
+    # a finer output grid than the default solve grid: solve on the output grid unless told otherwise
+    default_solve = RECIPES[args.ic].defaults["solve_resolution"]
+    if args.solve_resolution is None and args.resolution is not None and default_solve % args.resolution:
+        overrides["solve_resolution"] = args.resolution
+    try:
+        recipe = make_recipe(args.ic, **overrides)
     except DataError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

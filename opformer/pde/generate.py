@@ -3,7 +3,11 @@
 A *recipe* is a JSON-serialisable dict that says everything needed to regenerate a data set; it is stored in
 the file. Each sample is a function of (recipe, global index) only: its random field comes from
 ``np.random.default_rng([seed, stream, index])``, so shards computed on different machines or with another
-number of worker processes give bit-identical samples.
+number of worker processes give the same samples (bit-identical for Burgers and Darcy).
+
+Each kind of recipe (``recipe["problem"]``) is one :class:`RecipeKind` in :data:`RECIPES`: its defaults, its
+checks, how it computes samples, the arrays it stores and its chunk size. A new data set is one
+:func:`register_recipe` call; nothing else here names a problem.
 
 Default recipes:
 
@@ -12,10 +16,15 @@ Default recipes:
   nu = 0.1/(2 pi), T = 1/(2 pi) on the unit period), ``u0 ~ N(0, 625 (-Delta + 25)^-2)`` on the unit period
   truncated to Fourier modes 1..20, 8192 output points ``x_j = j/8192`` (the unit coordinate), 2048 samples.
   ``domain="unit"`` is the paper's literal reading (period 1 with the same nu and T; its solutions have
-  nearly decayed to 0 by T = 1).
+  nearly decayed to 0 by T = 1). The optional key ``snapshots=K`` stores the trajectory ``u(t_k)``,
+  ``t_k = k T / K``, k = 0..K, instead of u(T) alone.
 * :data:`DARCY_R421`: the FNO ``piececonst_r421_N1024_smooth{1,2}`` sets (§2): a = 12 / 3 by the sign of a
   Neumann Gaussian field (alpha = 2, tau = 3), f = 1, 421 x 421, 1024 samples per file; ``split="train"`` and
   ``split="test"`` draw from independent random streams (0 and 1).
+* :data:`NS_FNO` (``"ns"``): the FNO Navier–Stokes benchmark, vorticity trajectories on the unit torus from
+  ``w0 ~ N(0, 7^(3/2) (-Delta + 49 I)^(-2.5))`` with the forcing ``0.1 (sin 2 pi (x + y) + cos 2 pi (x + y))``,
+  nu = 1e-3, a snapshot every time unit up to T = 50, 64 x 64.
+* :data:`SHEAR_LAYER` (``"shear-layer"``): a randomly perturbed double shear layer, no forcing.
 """
 
 from __future__ import annotations
@@ -24,6 +33,8 @@ import concurrent.futures as cf
 import copy
 import math
 import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -31,12 +42,17 @@ import numpy as np
 from . import burgers, darcy
 from .errors import DataError
 from .grf import grf1d_periodic, sample_rng
-from .storage import ShardWriter, read_header, recipe_diff
+from .storage import PROBLEM_KEYS, ShardWriter, read_header, recipe_diff
 
 __all__ = [
     "BURGERS_R10",
     "DARCY_R421",
+    "NS_FNO",
+    "SHEAR_LAYER",
     "DARCY_STREAMS",
+    "RecipeKind",
+    "RECIPES",
+    "register_recipe",
     "default_recipe",
     "make_recipe",
     "compute_samples",
@@ -80,14 +96,100 @@ DARCY_R421: dict = {
 
 DARCY_STREAMS = {"train": 0, "test": 1}
 
-_DEFAULTS = {"burgers": BURGERS_R10, "darcy": DARCY_R421}
+NS_FNO: dict = {
+    "problem": "ns",
+    "n_samples": 1200,
+    "resolution": 64,
+    "seed": 0,
+    "nu": 1e-3,
+    "t_final": 50.0,
+    "snapshots": 50,  # stored times t_k = k t_final / snapshots, k = 0..snapshots
+    # w0 ~ N(0, scale (-Delta + tau^2)^-gamma), Fourier modes below the Nyquist mode of the output grid
+    "grf": {"scale": 7.0**1.5, "tau": 7.0, "gamma": 2.5},
+    "forcing": "fno",  # "fno": 0.1 (sin 2 pi (x + y) + cos 2 pi (x + y)); "none"
+    # 64^2 solves agree with 128^2 to 2e-6 and with a 4x smaller step to 2e-5 at nu = 1e-3, T = 50
+    # (docs/data.md); nu = 1e-4 needs 256 (64: 3e-2, 128: 1e-3 at T = 30)
+    "solve_resolution": 64,
+    "cfl": 0.25,  # step h = cfl dx / max(|u| + |v|) per sample (navier_stokes.CFL_SAFETY)
+    "dt": None,  # a fixed largest step instead of the CFL rule
+    "dtype": "float32",
+}
+
+SHEAR_LAYER: dict = {
+    "problem": "shear-layer",
+    "n_samples": 1024,
+    "resolution": 64,
+    "seed": 0,
+    "nu": 4e-4,
+    "t_final": 1.0,
+    "snapshots": 10,
+    # u = tanh((y - 1/4)/rho), tanh((3/4 - y)/rho); v = delta sin(2 pi (x + sigma(x))), sigma a random
+    # sum of `modes` sines of amplitude `perturbation` (navier_stokes.shear_layer_vorticity)
+    "shear": {"rho": 1.0 / 30.0, "delta": 0.05, "perturbation": 0.05, "modes": 10},
+    "forcing": "none",
+    "solve_resolution": 128,
+    "cfl": 0.25,
+    "dt": None,
+    "dtype": "float32",
+}
+
+DARCY_STREAMS = {"train": 0, "test": 1}
+
+
+# -- the registry -------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RecipeKind:
+    """What the generator needs to know about one kind of data set (``recipe["problem"]``).
+
+    Attributes:
+        name: the ``problem`` value.
+        defaults: the default recipe (its keys are the valid keys; nested dicts are overridden key by key).
+        validate: ``(recipe, need)`` checks the kind's own keys; ``need(cond, msg)`` raises a DataError.
+        compute: ``(recipe, indices, device) -> {key: (len(indices), *shape)}``, float64, a function of
+            (recipe, index) per sample.
+        layout: ``recipe -> (shapes, coords, compress)``: the per-sample shape of each stored key (input key
+            first), the coordinate arrays to store (``x``, ``y``, ``t``), the keys stored gzip-compressed.
+        chunk: ``(recipe, device) -> samples per task`` (the default chunk size).
+        keys: (input key, target key) of the stored arrays (one key for trajectories).
+        optional: keys accepted by :func:`make_recipe` that are left out of the recipe while they are ``None``
+            (so that adding an option does not change the stored recipes of existing files).
+        shortcuts: the nested dict whose keys may also be given flat (``modes=20`` for ``grf={"modes": 20}``).
+        devices: whether the solver runs on a torch device (``--device``).
+    """
+
+    name: str
+    defaults: dict
+    validate: Callable[[dict, Callable[[bool, str], None]], None]
+    compute: Callable[[dict, list[int], str | None], dict[str, np.ndarray]]
+    layout: Callable[[dict], tuple[dict, dict, tuple[str, ...]]]
+    chunk: Callable[[dict, str | None], int]
+    keys: tuple[str, ...]
+    optional: dict = field(default_factory=dict)
+    shortcuts: str | None = "grf"
+    devices: bool = False
+
+
+RECIPES: dict[str, RecipeKind] = {}
+
+
+def register_recipe(kind: RecipeKind) -> RecipeKind:
+    """Add a kind of data set; ``make_recipe(kind.name, ...)`` and ``opformer data`` generation then know it."""
+    RECIPES[kind.name] = kind
+    PROBLEM_KEYS[kind.name] = kind.keys
+    return kind
+
+
+def _kind(problem) -> RecipeKind:
+    if problem not in RECIPES:
+        raise DataError(f"unknown problem {problem!r}; expected one of {sorted(RECIPES)}")
+    return RECIPES[problem]
 
 
 def default_recipe(problem: str) -> dict:
-    """A deep copy of the default recipe of ``problem`` (``"burgers"`` or ``"darcy"``)."""
-    if problem not in _DEFAULTS:
-        raise DataError(f"unknown problem {problem!r}; expected one of {sorted(_DEFAULTS)}")
-    return copy.deepcopy(_DEFAULTS[problem])
+    """A deep copy of the default recipe of ``problem`` (one of :data:`RECIPES`: ``"burgers"``, ``"darcy"``, ...)."""
+    return copy.deepcopy(_kind(problem).defaults)
 
 
 def _merge(base: dict, overrides: dict, where: str) -> dict:
@@ -109,14 +211,21 @@ def make_recipe(problem: str, **overrides) -> dict:
 
     Nested keys are overridden by a dict, e.g. ``make_recipe("burgers", grf={"modes": None}, nu=0.05)``.
     Flat shortcuts for the random field (``sigma``, ``tau``, ``gamma``, ``mean``, ``modes`` for Burgers;
-    ``alpha``, ``tau`` for Darcy) are also accepted.
+    ``alpha``, ``tau`` for Darcy; ``scale``, ``tau``, ``gamma`` for ``ns``) are also accepted.
     """
-    base = default_recipe(problem)
+    kind = _kind(problem)
+    base = copy.deepcopy(kind.defaults)
     overrides = dict(overrides)
-    grf_flat = {k: overrides.pop(k) for k in list(overrides) if k in base["grf"] and k not in base}
-    if grf_flat:
-        overrides["grf"] = {**overrides.get("grf", {}), **grf_flat}
+    optional = {k: overrides.pop(k) for k in list(overrides) if k in kind.optional and k not in base}
+    nested = kind.shortcuts
+    if nested in base:
+        flat = {k: overrides.pop(k) for k in list(overrides) if k in base[nested] and k not in base}
+        if flat:
+            overrides[nested] = {**overrides.get(nested, {}), **flat}
     recipe = _merge(base, overrides, "")
+    for key, value in optional.items():
+        if value is not None and value != kind.optional[key]:
+            recipe[key] = value
     _validate(recipe)
     return recipe
 
@@ -129,73 +238,27 @@ def _validate(recipe: dict) -> None:
     need(isinstance(recipe["n_samples"], int) and recipe["n_samples"] >= 1, f"n_samples must be a positive integer, found {recipe['n_samples']!r}")
     need(isinstance(recipe["seed"], int) and recipe["seed"] >= 0, f"seed must be a non-negative integer, found {recipe['seed']!r}")
     need(recipe["dtype"] in ("float64", "float32"), f"dtype must be 'float64' or 'float32', found {recipe['dtype']!r}")
-    res = recipe["resolution"]
-    if recipe["problem"] == "burgers":
-        need(isinstance(res, int) and res >= 8, f"resolution must be an integer >= 8, found {res!r}")
-        need(recipe["domain"] in ("2pi", "unit"), f"domain must be '2pi' or 'unit', found {recipe['domain']!r}")
-        need(recipe["nu"] > 0 and recipe["t_final"] > 0, "nu and t_final must be > 0")
-        need(isinstance(recipe["steps"], int) and recipe["steps"] >= 1, f"steps must be a positive integer, found {recipe['steps']!r}")
-        sr = recipe["solve_resolution"]
-        need(sr is None or (isinstance(sr, int) and 8 <= sr), f"solve_resolution must be null or an integer >= 8, found {sr!r}")
-        modes = recipe["grf"]["modes"]
-        kmax = (min(res, sr or res) + 1) // 2 - 1
-        need(modes is None or (isinstance(modes, int) and 1 <= modes <= kmax),
-             f"grf.modes must be null or an integer in [1, {kmax}] (below the Nyquist mode of the output and solve grids), found {modes!r}")
-    else:
-        need(isinstance(res, int) and res >= 5, f"resolution must be an integer >= 5, found {res!r}")
-        need(recipe["split"] in DARCY_STREAMS, f"split must be one of {sorted(DARCY_STREAMS)}, found {recipe['split']!r}")
-        need(recipe["grid"] in ("cell", "node"), f"grid must be 'cell' or 'node', found {recipe['grid']!r}")
-        need(recipe["face"] in ("arithmetic", "harmonic"), f"face must be 'arithmetic' or 'harmonic', found {recipe['face']!r}")
-        need(recipe["solver"] in ("direct", "amg"), f"solver must be 'direct' or 'amg', found {recipe['solver']!r}")
-        need(recipe["high"] > 0 and recipe["low"] > 0, "the coefficient values high and low must be > 0")
+    _kind(recipe["problem"]).validate(recipe, need)
 
 
-def _period(recipe: dict) -> float:
-    return 2.0 * math.pi if recipe["domain"] == "2pi" else 1.0
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
 
 
-def compute_samples(recipe: dict, indices) -> dict[str, np.ndarray]:
-    """Compute the samples with the given global ``indices``: ``{input key: (len, *shape), target key: ...}``, float64.
+def compute_samples(recipe: dict, indices, device: str | None = None) -> dict[str, np.ndarray]:
+    """Compute the samples with the given global ``indices``: ``{key: (len(indices), *shape)}``, float64.
 
-    The result for index i depends only on (recipe, i). Burgers: ``{"a": (len, n), "u": (len, n)}``,
-    the samples of a call are solved as one batch. Darcy: ``{"coeff": (len, n, n), "sol": (len, n, n)}``.
+    The result for index i depends only on (recipe, i). Burgers: ``{"a": (len, n), "u": (len, n)}`` (``u``
+    is ``(len, K+1, n)`` with ``snapshots=K``), the samples of a call are solved as one batch. Darcy:
+    ``{"coeff": (len, n, n), "sol": (len, n, n)}``. ``ns``, ``shear-layer``: ``{"w": (len, K+1, n, n)}``,
+    solved as one batch on ``device`` (default CPU).
     """
     indices = [int(i) for i in np.asarray(indices).reshape(-1)]
-    problem = recipe["problem"]
-    n = recipe["resolution"]
-    if problem == "burgers":
-        g = recipe["grf"]
-        a = np.stack(
-            [
-                grf1d_periodic(n, sample_rng(recipe["seed"], i), sigma=g["sigma"], tau=g["tau"], gamma=g["gamma"],
-                               mean=g["mean"], modes=g["modes"])
-                for i in indices
-            ]
-        )
-        u = burgers.solve(a, nu=recipe["nu"], t_final=recipe["t_final"], period=_period(recipe), steps=recipe["steps"],
-                          solve_resolution=recipe["solve_resolution"], dealias=recipe["dealias"])
-        return {"a": a, "u": u}
-    if problem == "darcy":
-        stream = DARCY_STREAMS[recipe["split"]]
-        coeff = np.empty((len(indices), n, n))
-        sol = np.empty((len(indices), n, n))
-        for j, i in enumerate(indices):
-            coeff[j], sol[j] = darcy.piececonst_sample(
-                n, sample_rng(recipe["seed"], i, stream), alpha=recipe["grf"]["alpha"], tau=recipe["grf"]["tau"],
-                high=recipe["high"], low=recipe["low"], f=recipe["f"], grid=recipe["grid"], face=recipe["face"],
-                solver=recipe["solver"],
-            )
-        return {"coeff": coeff, "sol": sol}
-    raise DataError(f"unknown problem {problem!r}")
+    return _kind(recipe["problem"]).compute(recipe, indices, device)
 
 
 def _layout(recipe: dict) -> tuple[dict, dict, tuple[str, ...]]:
-    n = recipe["resolution"]
-    if recipe["problem"] == "burgers":
-        x = np.arange(n, dtype=np.float64) / n
-        return {"a": (n,), "u": (n,)}, {"x": x}, ()
-    grid = darcy.cell_coords(n) if recipe["grid"] == "cell" else darcy.node_coords(n)
-    return {"coeff": (n, n), "sol": (n, n)}, {"x": grid, "y": grid}, ("coeff",)
+    return _kind(recipe["problem"]).layout(recipe)
 
 
 def default_workers() -> int:
@@ -206,10 +269,183 @@ def default_workers() -> int:
         return os.cpu_count() or 1
 
 
-def _default_chunk(recipe: dict) -> int:
-    if recipe["problem"] == "burgers":
-        return 32
-    return 1 if recipe["resolution"] >= 100 else 8
+def _default_chunk(recipe: dict, device: str | None = None) -> int:
+    return _kind(recipe["problem"]).chunk(recipe, device)
+
+
+def _snapshot_times(recipe: dict) -> np.ndarray:
+    k = recipe["snapshots"]
+    return recipe["t_final"] * np.arange(k + 1, dtype=np.float64) / k
+
+
+# -- Burgers --------------------------------------------------------------------------------------------------------
+
+
+def _period(recipe: dict) -> float:
+    return 2.0 * math.pi if recipe["domain"] == "2pi" else 1.0
+
+
+def _burgers_validate(recipe: dict, need) -> None:
+    res = recipe["resolution"]
+    need(isinstance(res, int) and res >= 8, f"resolution must be an integer >= 8, found {res!r}")
+    need(recipe["domain"] in ("2pi", "unit"), f"domain must be '2pi' or 'unit', found {recipe['domain']!r}")
+    need(recipe["nu"] > 0 and recipe["t_final"] > 0, "nu and t_final must be > 0")
+    need(isinstance(recipe["steps"], int) and recipe["steps"] >= 1, f"steps must be a positive integer, found {recipe['steps']!r}")
+    sr = recipe["solve_resolution"]
+    need(sr is None or (isinstance(sr, int) and 8 <= sr), f"solve_resolution must be null or an integer >= 8, found {sr!r}")
+    modes = recipe["grf"]["modes"]
+    kmax = (min(res, sr or res) + 1) // 2 - 1
+    need(modes is None or (isinstance(modes, int) and 1 <= modes <= kmax),
+         f"grf.modes must be null or an integer in [1, {kmax}] (below the Nyquist mode of the output and solve grids), found {modes!r}")
+    if "snapshots" in recipe:
+        need(_is_int(recipe["snapshots"]) and recipe["snapshots"] >= 1,
+             f"snapshots must be a positive integer (or absent), found {recipe['snapshots']!r}")
+
+
+def _burgers_compute(recipe: dict, indices: list[int], device: str | None) -> dict[str, np.ndarray]:
+    g = recipe["grf"]
+    n = recipe["resolution"]
+    a = np.stack(
+        [
+            grf1d_periodic(n, sample_rng(recipe["seed"], i), sigma=g["sigma"], tau=g["tau"], gamma=g["gamma"],
+                           mean=g["mean"], modes=g["modes"])
+            for i in indices
+        ]
+    )
+    times = _snapshot_times(recipe) if "snapshots" in recipe else None
+    u = burgers.solve(a, nu=recipe["nu"], t_final=recipe["t_final"], period=_period(recipe), steps=recipe["steps"],
+                      solve_resolution=recipe["solve_resolution"], dealias=recipe["dealias"], times=times)
+    return {"a": a, "u": u}
+
+
+def _burgers_layout(recipe: dict) -> tuple[dict, dict, tuple[str, ...]]:
+    n = recipe["resolution"]
+    x = np.arange(n, dtype=np.float64) / n
+    if "snapshots" in recipe:
+        return {"a": (n,), "u": (recipe["snapshots"] + 1, n)}, {"x": x, "t": _snapshot_times(recipe)}, ()
+    return {"a": (n,), "u": (n,)}, {"x": x}, ()
+
+
+register_recipe(RecipeKind(
+    name="burgers", defaults=BURGERS_R10, validate=_burgers_validate, compute=_burgers_compute,
+    layout=_burgers_layout, chunk=lambda recipe, device: 32, keys=("a", "u"), optional={"snapshots": None},
+))
+
+
+# -- Darcy ----------------------------------------------------------------------------------------------------------
+
+
+def _darcy_validate(recipe: dict, need) -> None:
+    res = recipe["resolution"]
+    need(isinstance(res, int) and res >= 5, f"resolution must be an integer >= 5, found {res!r}")
+    need(recipe["split"] in DARCY_STREAMS, f"split must be one of {sorted(DARCY_STREAMS)}, found {recipe['split']!r}")
+    need(recipe["grid"] in ("cell", "node"), f"grid must be 'cell' or 'node', found {recipe['grid']!r}")
+    need(recipe["face"] in ("arithmetic", "harmonic"), f"face must be 'arithmetic' or 'harmonic', found {recipe['face']!r}")
+    need(recipe["solver"] in ("direct", "amg"), f"solver must be 'direct' or 'amg', found {recipe['solver']!r}")
+    need(recipe["high"] > 0 and recipe["low"] > 0, "the coefficient values high and low must be > 0")
+
+
+def _darcy_compute(recipe: dict, indices: list[int], device: str | None) -> dict[str, np.ndarray]:
+    n = recipe["resolution"]
+    stream = DARCY_STREAMS[recipe["split"]]
+    coeff = np.empty((len(indices), n, n))
+    sol = np.empty((len(indices), n, n))
+    for j, i in enumerate(indices):
+        coeff[j], sol[j] = darcy.piececonst_sample(
+            n, sample_rng(recipe["seed"], i, stream), alpha=recipe["grf"]["alpha"], tau=recipe["grf"]["tau"],
+            high=recipe["high"], low=recipe["low"], f=recipe["f"], grid=recipe["grid"], face=recipe["face"],
+            solver=recipe["solver"],
+        )
+    return {"coeff": coeff, "sol": sol}
+
+
+def _darcy_layout(recipe: dict) -> tuple[dict, dict, tuple[str, ...]]:
+    n = recipe["resolution"]
+    grid = darcy.cell_coords(n) if recipe["grid"] == "cell" else darcy.node_coords(n)
+    return {"coeff": (n, n), "sol": (n, n)}, {"x": grid, "y": grid}, ("coeff",)
+
+
+register_recipe(RecipeKind(
+    name="darcy", defaults=DARCY_R421, validate=_darcy_validate, compute=_darcy_compute, layout=_darcy_layout,
+    chunk=lambda recipe, device: 1 if recipe["resolution"] >= 100 else 8, keys=("coeff", "sol"),
+))
+
+
+# -- Navier–Stokes (the FNO benchmark and the double shear layer) ---------------------------------------------------
+
+
+def _ns_validate(recipe: dict, need) -> None:
+    res, sr = recipe["resolution"], recipe["solve_resolution"]
+    need(_is_int(res) and res >= 8, f"resolution must be an integer >= 8, found {res!r}")
+    need(_is_int(sr) and sr >= res and sr % res == 0,
+         f"solve_resolution must be a multiple of resolution={res}, found {sr!r}")
+    need(recipe["nu"] > 0 and recipe["t_final"] > 0, "nu and t_final must be > 0")
+    need(_is_int(recipe["snapshots"]) and recipe["snapshots"] >= 1, f"snapshots must be a positive integer, found {recipe['snapshots']!r}")
+    need(0 < recipe["cfl"] <= 1, f"cfl must be in (0, 1], found {recipe['cfl']!r}")
+    need(recipe["dt"] is None or recipe["dt"] > 0, f"dt must be null or > 0, found {recipe['dt']!r}")
+    need(recipe["forcing"] in ("fno", "none"), f"forcing must be 'fno' or 'none', found {recipe['forcing']!r}")
+    if "grf" in recipe:
+        g = recipe["grf"]
+        need(g["scale"] > 0 and g["tau"] > 0 and g["gamma"] > 1, f"grf needs scale > 0, tau > 0, gamma > 1, found {g}")
+    if "shear" in recipe:
+        sh = recipe["shear"]
+        need(sh["rho"] > 0 and _is_int(sh["modes"]) and sh["modes"] >= 1, f"shear needs rho > 0 and modes >= 1, found {sh}")
+
+
+def _ns_initial(recipe: dict, index: int, m: int) -> np.ndarray:
+    """The initial vorticity of sample ``index`` on the m x m solve grid."""
+    rng = sample_rng(recipe["seed"], index)
+    if recipe["problem"] == "ns":
+        from .navier_stokes import grf_vorticity
+
+        g = recipe["grf"]
+        # the modes of the output grid, evaluated on the solve grid: the same field whatever solve_resolution
+        return grf_vorticity(m, None, rng, scale=g["scale"], tau=g["tau"], gamma=g["gamma"],
+                             modes=(recipe["resolution"] - 1) // 2)
+    from .navier_stokes import shear_layer_vorticity
+
+    sh = recipe["shear"]
+    return shear_layer_vorticity(m, None, rng, rho=sh["rho"], delta=sh["delta"], perturbation=sh["perturbation"],
+                                 perturbation_modes=sh["modes"])
+
+
+def _ns_compute(recipe: dict, indices: list[int], device: str | None) -> dict[str, np.ndarray]:
+    import torch
+
+    from . import navier_stokes
+
+    n, m = recipe["resolution"], recipe["solve_resolution"]
+    w0 = np.stack([_ns_initial(recipe, i, m) for i in indices])
+    forcing = navier_stokes.fno_forcing(m) if recipe["forcing"] == "fno" else None
+    try:
+        dev = torch.device(device or "cpu")
+        w0_t = torch.as_tensor(w0, dtype=torch.float64, device=dev)
+    except (RuntimeError, AssertionError) as exc:
+        raise DataError(f"cannot use the device {device!r} ({exc})") from exc
+    w = navier_stokes.solve(w0_t, nu=recipe["nu"], t_final=recipe["t_final"], times=_snapshot_times(recipe),
+                            forcing=forcing, dt=recipe["dt"], cfl=recipe["cfl"])
+    stride = m // n
+    return {"w": w[..., ::stride, ::stride].cpu().numpy()}
+
+
+def _ns_layout(recipe: dict) -> tuple[dict, dict, tuple[str, ...]]:
+    n = recipe["resolution"]
+    x = np.arange(n, dtype=np.float64) / n
+    return {"w": (recipe["snapshots"] + 1, n, n)}, {"x": x, "y": x, "t": _snapshot_times(recipe)}, ()
+
+
+def _ns_chunk(recipe: dict, device: str | None) -> int:
+    if device is not None and str(device).startswith("cuda"):
+        return 256  # one batch fills a GPU far better than a few samples
+    return max(1, min(16, int(8 * (128 / recipe["solve_resolution"]) ** 2)))
+
+
+for _defaults in (NS_FNO, SHEAR_LAYER):
+    register_recipe(RecipeKind(
+        name=_defaults["problem"], defaults=_defaults, validate=_ns_validate, compute=_ns_compute,
+        layout=_ns_layout, chunk=_ns_chunk, keys=("w",), shortcuts="grf" if "grf" in _defaults else "shear",
+        devices=True,
+    ))
 
 
 def generate_dataset(
@@ -221,6 +457,7 @@ def generate_dataset(
     workers: int | None = None,
     chunk_size: int | None = None,
     progress: bool = True,
+    device: str | None = None,
 ) -> Path:
     """Generate the samples ``start <= i < stop`` of ``recipe`` into the HDF5 file ``path``; return ``path``.
 
@@ -234,8 +471,11 @@ def generate_dataset(
         start, stop: the global sample range of this shard (default: the whole data set ``[0, n_samples)``).
         workers: processes computing samples (default: all local cores, :func:`default_workers`); 1 computes in
             this process.
-        chunk_size: samples per task (default 32 for Burgers, 1 for Darcy at resolution >= 100, else 8).
+        chunk_size: samples per task (the recipe kind's default: 32 for Burgers, 1 for Darcy at resolution >= 100,
+            else 8; Navier–Stokes 16 at a 64^2 solve grid, fewer on finer grids, 256 on a GPU).
         progress: show a tqdm progress bar (rate and ETA).
+        device: the torch device of solvers that run on one (``"cpu"``, ``"cuda"``, ``"cuda:1"``; the
+            Navier–Stokes recipes); a GPU device computes in this process (``workers`` is then 1).
     """
     if not isinstance(recipe, dict) or "problem" not in recipe:
         raise DataError(f"generate_dataset: expected a recipe dict with a 'problem' key, found {recipe!r}")
@@ -243,10 +483,16 @@ def generate_dataset(
     stop = recipe["n_samples"] if stop is None else int(stop)
     if not 0 <= start < stop <= recipe["n_samples"]:
         raise DataError(f"{path}: expected 0 <= start < stop <= n_samples={recipe['n_samples']}, found start={start}, stop={stop}")
-    workers = default_workers() if workers is None else int(workers)
+    if device is not None and not _kind(recipe["problem"]).devices and str(device) != "cpu":
+        raise DataError(f"the {recipe['problem']} solver runs on the CPU only; --device {device} is for the Navier–Stokes recipes")
+    on_gpu = device is not None and str(device) != "cpu"
+    workers = (1 if on_gpu else default_workers()) if workers is None else int(workers)
     if workers < 1:
         raise DataError(f"generate_dataset: workers must be >= 1, found {workers}")
+    if on_gpu:
+        workers = 1
     shapes, coords, compress = _layout(recipe)
+    options = {"device": device} if device is not None else {}
 
     with ShardWriter(path, recipe, start=start, stop=stop, shapes=shapes, coords=coords, dtype=recipe["dtype"],
                      compress=compress) as writer:
@@ -254,17 +500,17 @@ def generate_dataset(
             return writer.path
         pending = writer.pending()
         # at most the default chunk, and small enough that every worker gets about two tasks
-        chunk = chunk_size or max(1, min(_default_chunk(recipe), math.ceil(len(pending) / (2 * workers))))
+        chunk = chunk_size or max(1, min(_default_chunk(recipe, device), math.ceil(len(pending) / (2 * workers))))
         tasks = [pending[i : i + chunk] for i in range(0, len(pending), chunk)]
         bar = _progress_bar(total=stop - start, initial=writer.n_done(), desc=f"{recipe['problem']} {Path(path).name}",
                             disable=not progress)
         try:
             if workers == 1 or len(tasks) <= 1:
                 for idx in tasks:
-                    writer.write(idx, compute_samples(recipe, idx))
+                    writer.write(idx, compute_samples(recipe, idx, **options))
                     bar.update(len(idx))
             else:
-                _run_pool(recipe, tasks, workers, writer, bar)
+                _run_pool(recipe, tasks, workers, writer, bar, options)
         finally:
             bar.close()
         return writer.finish()
@@ -276,7 +522,7 @@ def _progress_bar(**kwargs):
     return tqdm(unit="sample", dynamic_ncols=True, **kwargs)
 
 
-def _run_pool(recipe: dict, tasks: list, workers: int, writer: ShardWriter, bar) -> None:
+def _run_pool(recipe: dict, tasks: list, workers: int, writer: ShardWriter, bar, options: dict) -> None:
     """Compute ``tasks`` on a process pool (at most 2 tasks in flight per worker); the main process writes."""
     queue = list(reversed(tasks))
     with cf.ProcessPoolExecutor(max_workers=workers) as pool:
@@ -285,7 +531,7 @@ def _run_pool(recipe: dict, tasks: list, workers: int, writer: ShardWriter, bar)
             while queue or running:
                 while queue and len(running) < 2 * workers:
                     idx = queue.pop()
-                    running[pool.submit(compute_samples, recipe, idx)] = idx
+                    running[pool.submit(compute_samples, recipe, idx, **options)] = idx
                 finished, _ = cf.wait(running, return_when=cf.FIRST_COMPLETED)
                 for fut in finished:
                     idx = running.pop(fut)
@@ -299,11 +545,11 @@ def _run_pool(recipe: dict, tasks: list, workers: int, writer: ShardWriter, bar)
 
 
 def ensure_dataset(problem: str, path: str | os.PathLike, *, workers: int | None = None, progress: bool = True,
-                   **recipe_overrides) -> Path:
+                   device: str | None = None, **recipe_overrides) -> Path:
     """Return ``path`` after making sure it holds the data set ``make_recipe(problem, **recipe_overrides)``.
 
     Creates the parent directory, generates the file (with a progress bar, resuming an interrupted run) if it is
-    missing, on all local cores unless ``workers`` is given; returns the cached file
+    missing, on all local cores unless ``workers`` is given (or on ``device``, for the Navier–Stokes recipes); returns the cached file
     if it is complete with the same recipe; raises :class:`DataError` naming the differing keys if the file
     holds another recipe. Example: ``ensure_dataset("darcy", "data/darcy_test.h5", split="test")``.
     """
@@ -321,4 +567,4 @@ def ensure_dataset(problem: str, path: str | os.PathLike, *, workers: int | None
                             f"use another path or delete the file")
         if header["complete"] and (header["start"], header["stop"]) == (0, recipe["n_samples"]):
             return path
-    return generate_dataset(recipe, path, workers=workers, progress=progress)
+    return generate_dataset(recipe, path, workers=workers, progress=progress, device=device)
