@@ -346,6 +346,126 @@ class _LowRankOut(torch.autograd.Function):
         return dx, dc_mat, dc_vec, None, db
 
 
+class _SoftKVMoments(torch.autograd.Function):
+    """The linear kind's moments: E = exp(g * K^ + c - shift) (the numerators of the softmax over positions of the key
+    columns; the per-column shift cancels in that softmax) against V^ and against a small matrix ``left`` of
+    columns that need no gradient ([p, 1, exp(p)]).
+
+    Returns ``r_ev`` (batch, heads, d, d) = sum_n w E_h^T V^_h, ``r_le`` = sum_n w left^T E and ``r_lv`` =
+    sum_n w left^T V^ (batch, columns of left, d_model).  K^, V^ as in :class:`_KVMoments` (rms-normalized about a
+    mean removed in weight space when ``eps`` is given, else the raw projections); ``g``, ``c`` (d_model,) the key
+    columns' gain and offset (the layer norm's gamma and beta times the scale; c cancels in the softmax, so its
+    gradient, the column sums of dE * E, is zero up to round-off, as on the explicit path).  Saves x, K^, V^, E and
+    two rstd's.
+    """
+
+    @staticmethod
+    def forward(ctx, x, wk, bk, wv, bv, g, c, left, w, heads: int, eps: Optional[float]):
+        b, n, dm = x.shape
+        k = F.linear(x, wk, bk)
+        v = F.linear(x, wv, bv)
+        rk = rv = None
+        if eps is not None:
+            rk, rv = _rms_rstd(k.view(b, n, heads, -1), eps), _rms_rstd(v.view(b, n, heads, -1), eps)
+            k.view(b, n, heads, -1).mul_(rk)
+            v.view(b, n, heads, -1).mul_(rv)
+        lo, hi = torch.aminmax(k, dim=1)  # per batch and column: the largest g * K^ over the points
+        # the shift (+ c) is constant per column and cancels in the softmax: E = exp(g K^ + c - (shift + c))
+        shift = torch.where(g >= 0, g * hi, g * lo)
+        e = torch.addcmul(-shift.unsqueeze(1), k, g).exp_()
+        ew = e if w is None else e * w[..., None]
+        r_ev = _head_gram(ew.view(b, n, heads, -1), v.view(b, n, heads, -1))
+        del ew
+        lw = (left if w is None else left * w[..., None]).transpose(1, 2)
+        r_le, r_lv = torch.bmm(lw, e), torch.bmm(lw, v)
+        ctx.save_for_backward(x, wk, wv, k, v, e, rk, rv, g, left, w)
+        ctx.heads, ctx.normalized = heads, eps is not None
+        return r_ev, r_le, r_lv
+
+    @staticmethod
+    def backward(ctx, d_ev, d_le, d_lv):
+        x, wk, wv, k, v, e, rk, rv, g, left, w = ctx.saved_tensors
+        b, n, dm = x.shape
+        h = ctx.heads
+        need = ctx.needs_input_grad
+        de = _head_apply(v.view(b, n, h, -1), d_ev.transpose(-1, -2).contiguous()).view(b, n, dm)
+        de.baddbmm_(left, d_le)
+        dv = _head_apply(e.view(b, n, h, -1), d_ev.contiguous()).view(b, n, dm)
+        dv.baddbmm_(left, d_lv)
+        if w is not None:
+            de.mul_(w[..., None])
+            dv.mul_(w[..., None])
+        dk = de.mul_(e)  # d(g * K^ + c): through the exponential
+        dg = (dk * k).sum((0, 1)) if need[5] else None
+        dc = dk.sum((0, 1)) if need[6] else None
+        dk.mul_(g)
+        if ctx.normalized:
+            _rms_backward_(dk.view(b, n, h, -1), k.view(b, n, h, -1), rk)
+            _rms_backward_(dv.view(b, n, h, -1), v.view(b, n, h, -1), rv)
+        gk, gv, x2 = dk.view(b * n, dm), dv.view(b * n, dm), x.reshape(b * n, dm)
+        dx = torch.mm(gk, wk).addmm_(gv, wv).view(b, n, dm) if need[0] else None
+        dwk = torch.mm(gk.t(), x2) if need[1] else None
+        dbk = gk.sum(0) if need[2] else None
+        dwv = torch.mm(gv.t(), x2) if need[3] else None
+        dbv = gv.sum(0) if need[4] else None
+        return dx, dwk, dbk, dwv, dbv, dg, dc, None, None, None, None
+
+
+class _FeatureSoftmaxOut(torch.autograd.Function):
+    """out = softmax_features([p, Q_h]) A + c (+ x) over all heads: Q = x W_q^T + b_q (batch, n, heads, d), the softmax
+    of each head's p + d features taken without concatenating p; ``a_q`` (batch, d_model, d_model) and ``a_p``
+    (batch, heads * p, d_model) are the rows of A for the query features and for the coordinates.  Saves x and the
+    softmax of the query features (the coordinates' share is small)."""
+
+    @staticmethod
+    def forward(ctx, x, wq, bq, pos, a_q, a_p, c_vec, heads: int, residual: bool):
+        b, n, dm = x.shape
+        p = pos.shape[-1]
+        q = F.linear(x, wq, bq).view(b, n, heads, -1)
+        m = q.amax(-1, keepdim=True)
+        if p > 0:
+            m = torch.maximum(m, pos.amax(-1)[:, :, None, None])
+        q.sub_(m).exp_()
+        e_p = (pos[:, :, None, :] - m).exp_()  # (batch, n, heads, p)
+        den = q.sum(-1, keepdim=True).add_(e_p.sum(-1, keepdim=True))
+        qs = q.div_(den)
+        qs_p = e_p.div_(den)
+        out = torch.baddbmm(c_vec.unsqueeze(1), qs.view(b, n, dm), a_q)
+        if p > 0:
+            out.baddbmm_(qs_p.view(b, n, heads * p), a_p)
+        if residual:
+            out.add_(x)
+        ctx.save_for_backward(x, wq, qs, qs_p, a_q, a_p)
+        ctx.residual = residual
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        x, wq, qs, qs_p, a_q, a_p = ctx.saved_tensors
+        b, n, h, d = qs.shape
+        dm, p = h * d, qs_p.shape[-1]
+        need = ctx.needs_input_grad
+        qs2 = qs.view(b, n, dm)
+        da_q = torch.bmm(qs2.transpose(1, 2), dout) if need[4] else None
+        da_p = torch.bmm(qs_p.view(b, n, h * p).transpose(1, 2), dout) if need[5] and p > 0 else None
+        dc = dout.sum(1) if need[6] else None
+        dqs = torch.bmm(dout, a_q.transpose(1, 2)).view(b, n, h, d)
+        dot = torch.matmul(dqs.unsqueeze(-2), qs.unsqueeze(-1)).squeeze(-1)  # <dqs, qs> per head: (b, n, h, 1)
+        if p > 0:
+            dqs_p = torch.bmm(dout, a_p.transpose(1, 2)).view(b, n, h, p)
+            dot += (dqs_p * qs_p).sum(-1, keepdim=True)
+        dq = dqs.sub_(dot).mul_(qs).view(b * n, dm)  # softmax backward
+        x2 = x.reshape(b * n, dm)
+        dx = None
+        if need[0]:
+            dx = torch.mm(dq, wq).view(b, n, dm)
+            if ctx.residual:
+                dx += dout
+        dwq = torch.mm(dq.t(), x2) if need[1] else None
+        dbq = dq.sum(0) if need[2] else None
+        return dx, dwq, dbq, None, da_q, da_p, dc, None, None
+
+
 def _affine_map(gamma: Optional[Tensor], beta: Optional[Tensor], h: int, p: int, d: int, like: Tensor) -> Tensor:
     """T (heads, p+1+d, p+d) with [p, 1, K^] T = [p, K^ diag(gamma) + 1 beta^T] (gamma 1, beta 0 when None)."""
     z = like.new_zeros
@@ -545,12 +665,78 @@ class SimpleAttention(nn.Module):
     def _fused_applies(self, x: Tensor, pos: Optional[Tensor]) -> bool:
         return (
             self.fused
-            and self.kernel is galerkin_attention
+            and (self.kernel is galerkin_attention or self.kernel is linear_attention)
             and x.dtype in (torch.float32, torch.float64)
             and not torch.is_autocast_enabled(x.device.type)
             and set(self.norms) in ({"k", "v"}, set())
             and (pos is None or not pos.requires_grad)
         )
+
+    def _fused_inputs(self, x: Tensor, pos: Optional[Tensor]):
+        """Coordinates (batch, n, p), [p, 1] (batch, n, p+1), (W_q, W_k, W_v), (b_q, b_k, b_v) in x's dtype; W_k,
+        W_v, b_k, b_v centred per head when K, V are layer-normed (each head's mean removed in weight space:
+        x (P W)^T + P b with P = I - 11^T/d has zero mean over the head's d features)."""
+        b, n, dm = x.shape
+        h, d, p = self.n_heads, self.d_head, self.pos_dim
+        dt = x.dtype
+        pos = x.new_zeros(b, n, 0) if p == 0 else pos.to(dt).expand(b, n, p)
+        pos1 = torch.cat((pos, x.new_ones(b, n, 1)), -1)
+        w_all, b_all = self.qkv.weight.to(dt), self.qkv.bias.to(dt)
+        ws = [w_all[:dm], w_all[dm : 2 * dm], w_all[2 * dm :]]
+        bs = [b_all[:dm], b_all[dm : 2 * dm], b_all[2 * dm :]]
+        if self.norms:
+            for i in (1, 2):
+                ws[i] = ws[i] - ws[i].view(h, d, dm).mean(1, keepdim=True).expand(h, d, dm).reshape(dm, dm)
+                bs[i] = bs[i] - bs[i].view(h, d).mean(1, keepdim=True).expand(h, d).reshape(dm)
+        return pos, pos1, ws, bs
+
+    def _head_rows(self, kv: Tensor, b: int) -> tuple[Tensor, Tensor, Tensor]:
+        """A_h = kv_h W_o,h^T per head, split into the rows of the coordinates (batch, heads * p, d_model) and of
+        the query features (batch, d_model, d_model, rows in Q's order), and the output bias."""
+        h, d, p, dm = self.n_heads, self.d_head, self.pos_dim, self.d_model
+        if self.out_proj is not None:
+            wo_t = self.out_proj.weight.to(kv.dtype).view(dm, h, p + d).permute(1, 2, 0)  # (heads, p+d, d_model)
+            a = kv @ wo_t
+            bo = self.out_proj.bias.to(kv.dtype)
+        else:  # heads written side by side (p = 0): A_h places kv_h in head h's columns
+            eye_h = torch.eye(h, dtype=kv.dtype, device=kv.device)
+            a = (eye_h[None, :, None, :, None] * kv[:, :, :, None, :]).reshape(b, h, d, dm)
+            bo = kv.new_zeros(dm)
+        return a[:, :, :p].reshape(b, h * p, dm), a[:, :, p:].reshape(b, dm, dm), bo
+
+    def _linear_fused(self, x: Tensor, pos: Optional[Tensor], weights: Optional[Tensor], p_drop: float,
+                      residual: bool) -> Tensor:
+        """The linear kind, softmax_f([p, Q]) (softmax_n([p, K~] s + log w)^T [p, V~]) W_o^T + b_o, without forming
+        the heads: the position-softmax numerators E of the key columns against [p, 1, V^] give the numerator and
+        (the ones column) the denominator of every kv entry; V's affine and W_o act on small matrices."""
+        b, n, dm = x.shape
+        h, d, p = self.n_heads, self.d_head, self.pos_dim
+        dt = x.dtype
+        pos, pos1, (wq, wk, wv), (bq, bk, bv) = self._fused_inputs(x, pos)
+        s = 1.0 if self.scale is None else self.scale
+        nk, nv = (self.norms[name] if self.norms else None for name in ("k", "v"))
+        g = (nk.weight.to(dt).reshape(dm) if nk is not None else x.new_ones(dm)) * s
+        c = (nk.bias.to(dt).reshape(dm) if nk is not None else x.new_zeros(dm)) * s
+        sp = pos * s
+        e_p = (sp - sp.amax(1, keepdim=True)).exp()  # (batch, n, p): the coordinates' position-softmax numerators
+        left = torch.cat((pos1, e_p), -1)  # (batch, n, 2p+1)
+        w = None if weights is None else weights.to(dt)
+        r_ev, r_le, r_lv = _SoftKVMoments.apply(x, wk, bk, wv, bv, g, c, left, w, h, self.norm_eps if nk else None)
+        epw = e_p if w is None else e_p * w[..., None]
+        r_pp1 = torch.bmm(epw.transpose(1, 2), pos1)  # (batch, p, p+1): E_p^T W [p, 1]
+        # N_h (batch, heads, p+d, p+1+d): rows [E_p, E_h], columns [p, 1, V^_h]
+        r_pv = r_lv[:, p + 1 :].view(b, p, h, d).transpose(1, 2)  # E_p^T W V^_h
+        r_e1 = r_le[:, : p + 1].view(b, p + 1, h, d).permute(0, 2, 3, 1)  # E_h^T W [p, 1]
+        rows_p = torch.cat((r_pp1[:, None].expand(b, h, p, p + 1), r_pv), -1)
+        rows_e = torch.cat((r_e1, r_ev), -1)
+        num = torch.cat((rows_p, rows_e), -2)
+        kv = num / num[..., p : p + 1]  # divide each row by its column sum (the ones column): softmax over positions
+        t_v = _affine_map(nv.weight if nv else None, nv.bias if nv else None, h, p, d, kv)
+        kv = kv @ t_v  # (batch, heads, p+d, p+d) = softmax_n(K_a)^T V_a
+        if p_drop > 0.0:
+            kv = F.dropout(kv, p=p_drop, training=True)
+        a_p, a_q, bo = self._head_rows(kv, b)
+        return _FeatureSoftmaxOut.apply(x, wq, bq, pos, a_q, a_p, bo.expand(b, dm), h, residual)
 
     def _galerkin_fused(self, x: Tensor, pos: Optional[Tensor], weights: Optional[Tensor], p_drop: float,
                         residual: bool) -> Tensor:
@@ -558,17 +744,8 @@ class SimpleAttention(nn.Module):
         b, n, dm = x.shape
         h, d, p = self.n_heads, self.d_head, self.pos_dim
         dt = x.dtype
-        pos = x.new_zeros(b, n, 0) if p == 0 else pos.to(dt).expand(b, n, p)
-        pos1 = torch.cat((pos, x.new_ones(b, n, 1)), -1)  # (batch, n, p+1): the coordinates and the constant 1
-        w_all, b_all = self.qkv.weight.to(dt), self.qkv.bias.to(dt)
-        wq, wk, wv = w_all[:dm], w_all[dm : 2 * dm], w_all[2 * dm :]
-        bq, bk, bv = b_all[:dm], b_all[dm : 2 * dm], b_all[2 * dm :]
+        pos, pos1, (wq, wk, wv), (bq, bk, bv) = self._fused_inputs(x, pos)
         normed = bool(self.norms)
-        if normed:  # remove each head's mean in weight space: x (P W)^T + P b has zero mean over each head's d
-            wk = wk - wk.view(h, d, dm).mean(1, keepdim=True).expand(h, d, dm).reshape(dm, dm)
-            wv = wv - wv.view(h, d, dm).mean(1, keepdim=True).expand(h, d, dm).reshape(dm, dm)
-            bk = bk - bk.view(h, d).mean(1, keepdim=True).expand(h, d).reshape(dm)
-            bv = bv - bv.view(h, d).mean(1, keepdim=True).expand(h, d).reshape(dm)
         w = None if weights is None else weights.to(dt)
         r_kv, r_1k, r_1v = _KVMoments.apply(x, wk, bk, wv, bv, pos1, w, h, self.norm_eps if normed else None)
         p1w = pos1 if w is None else pos1 * w[..., None]
@@ -587,16 +764,8 @@ class SimpleAttention(nn.Module):
             m = m * c
         if p_drop > 0.0:
             m = F.dropout(m, p=p_drop, training=True)
-        if self.out_proj is not None:
-            wo_t = self.out_proj.weight.to(dt).view(dm, h, p + d).permute(1, 2, 0)  # (heads, p+d, d_model)
-            a = m @ wo_t  # (batch, heads, p+d, d_model): M_h W_o,h^T
-            bo = self.out_proj.bias.to(dt)
-        else:  # heads written side by side (p = 0): A_h places M_h in head h's columns
-            eye_h = torch.eye(h, dtype=dt, device=x.device)
-            a = (eye_h[None, :, None, :, None] * m[:, :, :, None, :]).reshape(b, h, d, dm)
-            bo = x.new_zeros(dm)
-        b_mat = a[:, :, :p].sum(1)  # (batch, p, d_model)
-        a_q = a[:, :, p:].reshape(b, dm, dm)  # rows in the order of Q's features (head, d)
+        a_p, a_q, bo = self._head_rows(m, b)
+        b_mat = a_p.view(b, h, p, dm).sum(1)  # (batch, p, d_model): the coordinates' rows of all heads
         c_mat = wq.t() @ a_q  # (batch, d_model, d_model): the query projection folded in
         c_vec = bq @ a_q + bo
         if residual:
@@ -615,6 +784,8 @@ class SimpleAttention(nn.Module):
             weights = weights.expand(b, n)
         p_drop = 0.5 if self.reference_attn_dropout else (self.dropout if self.training else 0.0)
         if self._fused_applies(x, pos):
+            if self.kernel is linear_attention:
+                return self._linear_fused(x, pos, weights, p_drop, residual)
             return self._galerkin_fused(x, pos, weights, p_drop, residual)
         qkv = self._project(x)  # (batch, n, heads, d_head) each
         if p > 0:

@@ -408,11 +408,14 @@ def _perturbed_pair(kind, **kw):
 @pytest.mark.parametrize("pos_dim", [0, 1, 2])
 @pytest.mark.parametrize("norm", [True, False])
 @pytest.mark.parametrize("weighted", [False, True])
-def test_fused_galerkin_equals_explicit_heads_values_and_gradients(pos_dim, norm, weighted):
-    """out = sum_h [p, Q_h] (K_a,h^T W V_a,h) W_o,h^T: with the coordinate blocks, the per-head affine, W_q and W_o
-    folded into small matrices (nothing concatenated, Q never formed) it is the same function as the explicit
-    evaluation, to round-off in float64: outputs, the input's and every parameter's gradient, with residual."""
-    fused, plain = _perturbed_pair("galerkin", pos_dim=pos_dim, norm=norm, scale=0.7)
+@pytest.mark.parametrize("kind", ["galerkin", "linear"])
+def test_fused_path_equals_explicit_heads_values_and_gradients(kind, pos_dim, norm, weighted):
+    """Galerkin: out = sum_h [p, Q_h] (K_a,h^T W V_a,h) W_o,h^T; linear: the same with softmax_f([p, Q_h]) and
+    softmax_n([p, K~_h] + log w).  With the coordinate blocks, the per-head affine and W_o (galerkin: W_q too)
+    folded into small matrices (nothing concatenated, the heads never formed) it is the same function as the
+    explicit evaluation, to round-off in float64: outputs, the input's and every parameter's gradient, with
+    residual.  (For linear, beta_k cancels in the softmax over positions: its gradient is round-off on both.)"""
+    fused, plain = _perturbed_pair(kind, pos_dim=pos_dim, norm=norm, scale=0.7)
     torch.manual_seed(1)
     x = torch.randn(3, 29, 12, dtype=torch.float64, requires_grad=True)
     pos = torch.rand(3, 29, pos_dim, dtype=torch.float64) if pos_dim else None
@@ -426,7 +429,7 @@ def test_fused_galerkin_equals_explicit_heads_values_and_gradients(pos_dim, norm
             torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12, msg=name)
 
 
-def test_fused_galerkin_applies_only_where_it_is_the_same_function():
+def test_fused_path_applies_only_where_it_is_the_same_function():
     """Falls back to the explicit heads for low precision, under autocast, and for coordinates that need a gradient;
     attention dropout acts on the small (p+d) x (p+d) matrix on both paths (same distribution, stochastic)."""
     att = SimpleAttention(8, 2, "galerkin", pos_dim=1)
@@ -437,7 +440,9 @@ def test_fused_galerkin_applies_only_where_it_is_the_same_function():
     with torch.autocast("cpu", dtype=torch.bfloat16):
         assert not att._fused_applies(x, pos)
     assert not SimpleAttention(8, 2, "galerkin", pos_dim=1, fused=False)._fused_applies(x, pos)
+    assert SimpleAttention(8, 2, "linear", pos_dim=1)._fused_applies(x, pos.detach())
     assert not SimpleAttention(8, 2, "fourier", pos_dim=1)._fused_applies(x, pos)
+    assert not SimpleAttention(8, 2, "softmax", pos_dim=1)._fused_applies(x, pos)
     drop = SimpleAttention(8, 2, "galerkin", pos_dim=1, dropout=0.3).train()
     pos = pos.detach()
     assert drop._fused_applies(x, pos) and not torch.equal(drop(x, pos), drop(x, pos))
