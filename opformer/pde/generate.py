@@ -29,10 +29,11 @@ Default recipes:
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import copy
 import math
 import os
+import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -523,25 +524,130 @@ def _progress_bar(**kwargs):
 
 
 def _run_pool(recipe: dict, tasks: list, workers: int, writer: ShardWriter, bar, options: dict) -> None:
-    """Compute ``tasks`` on a process pool (at most 2 tasks in flight per worker); the main process writes."""
-    queue = list(reversed(tasks))
-    with cf.ProcessPoolExecutor(max_workers=workers) as pool:
-        running: dict[cf.Future, np.ndarray] = {}
+    """Compute ``tasks`` in worker processes (at most 2 tasks in flight per worker); only this process writes."""
+    pool = _WorkerPool(workers)
+    try:
+        queue = list(reversed(tasks))
+        running: dict[int, np.ndarray] = {}
+        next_id = 0
+        while queue or running:
+            while queue and len(running) < 2 * workers:
+                idx = queue.pop()
+                pool.submit(next_id, recipe, idx, options)
+                running[next_id] = idx
+                next_id += 1
+            task_id, arrays = pool.next_result()
+            idx = running.pop(task_id)
+            writer.write(idx, arrays)
+            bar.update(len(idx))
+    finally:
+        pool.terminate()
+
+
+class _WorkerPool:
+    """Worker processes that only compute: ``compute_samples`` in, arrays out.
+
+    * They are started with ``spawn`` (a fresh interpreter), so they inherit no open file: the output file is
+      held by the main process alone, and a killed main process leaves no process holding its HDF5 lock.
+    * They die with the main process: ``PR_SET_PDEATHSIG`` on Linux, and a thread that polls the parent's pid
+      everywhere (a SIGKILL of the main process cannot be handled by the main process itself).
+    * They ignore Ctrl-C (SIGINT goes to the whole terminal process group): the main process decides, and
+      :meth:`terminate` (SIGTERM, then SIGKILL) ends them at once, mid-task.
+    * A worker that dies (killed, out of memory) is reported instead of waiting for its result forever.
+    * Each uses one thread for OpenMP/BLAS/torch (``OMP_NUM_THREADS=1`` ...): the processes are the parallelism.
+    """
+
+    _THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+    def __init__(self, workers: int):
+        import multiprocessing as mp
+
+        ctx = mp.get_context("spawn")
+        self.tasks = ctx.Queue()
+        self.results = ctx.Queue()
+        self.procs = [ctx.Process(target=_worker_main, args=(os.getpid(), self.tasks, self.results), daemon=True)
+                      for _ in range(workers)]
+        saved = {k: os.environ.get(k) for k in self._THREAD_VARS}
+        os.environ.update({k: "1" for k in self._THREAD_VARS})  # read by the children's libraries at import
         try:
-            while queue or running:
-                while queue and len(running) < 2 * workers:
-                    idx = queue.pop()
-                    running[pool.submit(compute_samples, recipe, idx, **options)] = idx
-                finished, _ = cf.wait(running, return_when=cf.FIRST_COMPLETED)
-                for fut in finished:
-                    idx = running.pop(fut)
-                    writer.write(idx, fut.result())
-                    bar.update(len(idx))
-        except BaseException:
-            for fut in running:
-                fut.cancel()
-            pool.shutdown(wait=True, cancel_futures=True)
-            raise
+            for p in self.procs:
+                p.start()
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+    def submit(self, task_id: int, recipe: dict, indices, options: dict) -> None:
+        self.tasks.put((task_id, recipe, np.asarray(indices), options))
+
+    def next_result(self) -> tuple[int, dict]:
+        import queue
+
+        while True:
+            try:
+                task_id, arrays, error = self.results.get(timeout=0.5)
+            except queue.Empty:
+                dead = [p for p in self.procs if not p.is_alive()]
+                if dead:
+                    codes = ", ".join(str(p.exitcode) for p in dead)
+                    raise DataError(f"a worker process died (exit code {codes}; out of memory?); the finished samples "
+                                    f"are kept: run the same command to resume, with fewer --workers") from None
+                continue
+            if error is not None:
+                kind, message = error
+                if kind == "DataError":
+                    raise DataError(message)
+                raise RuntimeError(f"a worker failed: {kind}: {message}")
+            return task_id, arrays
+
+    def terminate(self) -> None:
+        for p in self.procs:
+            if p.is_alive():
+                p.terminate()
+        for p in self.procs:
+            p.join(timeout=5)
+            if p.is_alive():  # pragma: no cover - SIGTERM is not ignored by the workers
+                p.kill()
+                p.join()
+        for q in (self.tasks, self.results):
+            q.cancel_join_thread()  # never block the exit on a feeder thread of a dead pipe
+            q.close()
+
+
+def _worker_main(parent_pid: int, tasks, results) -> None:
+    import signal
+    import threading
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1: killed when the parent dies
+        except (OSError, AttributeError):  # pragma: no cover - the polling thread below still applies
+            pass
+    if os.getppid() != parent_pid:  # the parent died before prctl
+        os._exit(1)
+
+    def watch() -> None:
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent_pid:
+                os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
+    while True:
+        item = tasks.get()
+        if item is None:
+            return
+        task_id, recipe, indices, options = item
+        try:
+            results.put((task_id, compute_samples(recipe, indices, **options), None))
+        except Exception as exc:  # sent back as text: not every exception pickles
+            results.put((task_id, None, (type(exc).__name__, str(exc))))
 
 
 def ensure_dataset(problem: str, path: str | os.PathLike, *, workers: int | None = None, progress: bool = True,
