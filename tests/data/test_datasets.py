@@ -1,4 +1,5 @@
-"""PyTorch datasets: batch keys and shapes, strides, derivatives, splits, normalizers, inverse-problem noise."""
+"""The problem-independent data pieces: splits (counts, fractions, the paper's protocols), normalizers (round trip,
+per channel, evaluated on other grids), strides and the dataset of named tensors."""
 
 from __future__ import annotations
 
@@ -6,198 +7,201 @@ import numpy as np
 import pytest
 import torch
 
-from opformer.data import (
-    BurgersDataset,
-    DarcyDataset,
-    DarcyInverseDataset,
-    DataError,
-    UnitGaussianNormalizer,
-    load_arrays,
-    make_splits,
-)
-from opformer.pde.darcy import cell_coords, pool_nanmean
-
-BURGERS_KW = dict(train_pool=16, n_val=4, test_range=(-6, None))
-DARCY_KW = dict(n_val=2, test_range=(-4, None))
+from opformer.data import DataError, FieldDataset, UnitGaussianNormalizer, make_splits, sample_array, stride_for
 
 
-def test_make_splits_follows_the_paper_protocol_with_a_validation_split():
-    s = make_splits(1024, 1024)  # Darcy: train file 1024, test file 1024
-    assert (s["train"][0], s["train"][-1], len(s["val"]), s["val"][0], s["val"][-1]) == (0, 921, 102, 922, 1023)
-    assert (s["test"][0], s["test"][-1], len(s["test"])) == (924, 1023, 100)
-    b = make_splits(2048, train_pool=1024, same_file=True)  # Burgers R10: one file
-    assert (len(b["train"]), len(b["val"]), b["test"][0], b["test"][-1]) == (922, 102, 1948, 2047)
-    c = make_splits(100, 50, n_val=10, n_train=20, test_range=(0, 5))
-    assert (list(c["train"]), list(c["val"]), list(c["test"])) == (list(range(20)), list(range(90, 100)), [0, 1, 2, 3, 4])
-    with pytest.raises(DataError, match="overlap"):
-        make_splits(2048, train_pool=2000, same_file=True)
-    with pytest.raises(DataError, match="train_pool"):
-        make_splits(10, train_pool=11)
+def _span(a):
+    return (int(a[0]), int(a[-1]), len(a))
 
 
-def test_burgers_batches_have_the_documented_keys_shapes_and_dtype(burgers_file):
-    ds = BurgersDataset.splits(burgers_file, resolution=32, **BURGERS_KW)
-    assert (len(ds["train"]), len(ds["val"]), len(ds["test"])) == (12, 4, 6)
-    batch = next(iter(torch.utils.data.DataLoader(ds["train"], batch_size=5)))
-    assert set(batch) == {"input", "target", "coords", "target_grad"}
-    for key in batch:
-        assert batch[key].shape == (5, 32, 1) and batch[key].dtype == torch.float32, key
-    x = batch["coords"][0, :, 0]
-    assert x[0] == 0 and torch.allclose(x[-1], torch.tensor(1 - 1 / 32))  # j/n: endpoint excluded
+# --- splits -------------------------------------------------------------------------------------------------------------
+def test_burgers_r10_protocol_train_val_from_the_pool_test_from_the_end_of_the_file():
+    s = make_splits(2048, n_test=100, train_pool=1124, n_val=100, n_train=1024)
+    assert _span(s["train"]) == (0, 1023, 1024)
+    assert _span(s["val"]) == (1024, 1123, 100)
+    assert _span(s["test"]) == (1948, 2047, 100)
+    np.testing.assert_array_equal(s["train"], np.arange(1024))  # contiguous, in file order
 
 
-def test_burgers_strided_views_and_split_membership(burgers_file):
-    raw = load_arrays(burgers_file, ("a", "u"))  # 24 samples, 128 points
-    test = BurgersDataset(burgers_file, "test", resolution=64, **BURGERS_KW)
-    val = BurgersDataset(burgers_file, "val", resolution=64, **BURGERS_KW)
-    np.testing.assert_allclose(test[0]["input"][:, 0].numpy(), raw["a"][18, ::2].astype(np.float32))
-    np.testing.assert_allclose(test[5]["target"][:, 0].numpy(), raw["u"][23, ::2].astype(np.float32))
-    np.testing.assert_allclose(val[0]["target"][:, 0].numpy(), raw["u"][12, ::2].astype(np.float32))
+def test_darcy_protocol_with_a_separate_test_file_uses_all_of_it():
+    s = make_splits(1124, 100, n_train=1024, n_val=100, n_test=None, train_pool=1124)
+    assert _span(s["train"]) == (0, 1023, 1024)
+    assert _span(s["val"]) == (1024, 1123, 100)
+    assert _span(s["test"]) == (0, 99, 100)
+    last = make_splits(1124, 100, n_test=30, n_val=100)  # n_test takes the last samples of the test file
+    assert _span(last["test"]) == (70, 99, 30)
+    assert _span(last["train"]) == (0, 1023, 1024)  # the whole training file is the pool
 
 
-def test_burgers_target_grad_is_the_periodic_central_difference_of_the_fine_grid(tmp_path):
-    n = 512
-    x = np.arange(n) / n
-    u = np.stack([np.sin(2 * np.pi * k * x) for k in (1, 2, 3, 4)])
-    np.savez(tmp_path / "sines.npz", a=u, u=u)
-    ds = BurgersDataset(tmp_path / "sines.npz", "train", resolution=128, train_pool=3, n_val=1, test_range=(3, 4))
-    for k in (1, 2):
-        exact = 2 * np.pi * k * np.cos(2 * np.pi * k * x[::4])
-        # (u(x+h) - u(x-h)) / 2h = u' sinc-like factor sin(kh)/(kh): O(h^2) with h = 1/512, not 1/128
-        expected = exact * np.sin(2 * np.pi * k / n) / (2 * np.pi * k / n)
-        np.testing.assert_allclose(ds[k - 1]["target_grad"][:, 0].numpy(), expected, atol=2e-5)
-        assert np.max(np.abs(ds[k - 1]["target_grad"][:, 0].numpy() - exact)) / (2 * np.pi * k) < 2e-4
+def test_by_default_a_separate_test_file_is_all_test_samples():
+    """The documented default (``n_test`` not given): all of a separate test file, 10% of a single file."""
+    assert _span(make_splits(1124, 100)["test"]) == (0, 99, 100)
+    assert _span(make_splits(1000)["test"]) == (900, 999, 100)
 
 
-def test_burgers_normalizer_is_fitted_on_the_train_split_only(burgers_file):
-    ds = BurgersDataset.splits(burgers_file, resolution=32, normalize=True, **BURGERS_KW)
-    raw = load_arrays(burgers_file, ("a",))["a"][:, ::4]
-    norm = ds["train"].input_normalizer
-    np.testing.assert_allclose(norm.mean[:, 0].numpy(), raw[:12].mean(0), rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(norm.std[:, 0].numpy(), raw[:12].std(0, ddof=1), rtol=1e-5)
-    assert ds["test"].input_normalizer is norm and ds["val"].input_normalizer is norm
-    enc = ds["test"][0]["input"][:, 0].numpy()
-    np.testing.assert_allclose(enc, (raw[18] - norm.mean[:, 0].numpy()) / (norm.std[:, 0].numpy() + 1e-5), rtol=1e-4,
-                               atol=1e-4)
-    # a test split built on its own fits the same statistics from the train split
-    alone = BurgersDataset(burgers_file, "test", resolution=32, normalize=True, **BURGERS_KW)
-    torch.testing.assert_close(alone.input_normalizer.mean, norm.mean)
+def test_default_splits_are_fractions_test_10_percent_of_the_file_val_10_percent_of_the_pool():
+    s = make_splits(100)
+    assert _span(s["test"]) == (90, 99, 10)
+    assert _span(s["val"]) == (81, 89, 9)  # round(0.1 * 90)
+    assert _span(s["train"]) == (0, 80, 81)
+    f = make_splits(200, n_test=0.25, n_val=0.2)
+    assert _span(f["test"]) == (150, 199, 50)
+    assert _span(f["val"]) == (120, 149, 30)
+    assert _span(f["train"]) == (0, 119, 120)
+    g = make_splits(10, 40, n_test=0.5, n_val=0.01)  # a positive fraction gives at least one sample
+    assert _span(g["test"]) == (20, 39, 20) and _span(g["val"]) == (9, 9, 1)
+    h = make_splits(10, n_test=2, n_val=0)
+    assert len(h["val"]) == 0 and _span(h["train"]) == (0, 7, 8)
 
 
-def test_unit_gaussian_normalizer_round_trip_and_state_dict():
+def test_splits_never_overlap_and_the_pool_bounds_train_and_validation():
+    s = make_splits(500, n_test=50, train_pool=300, n_val=40, n_train=100)
+    assert _span(s["train"]) == (0, 99, 100) and _span(s["val"]) == (260, 299, 40) and _span(s["test"]) == (450, 499, 50)
+    assert not set(s["train"]) & set(s["val"]) and not (set(s["train"]) | set(s["val"])) & set(s["test"])
+
+
+def test_split_errors_name_the_flag_and_the_counts():
+    with pytest.raises(DataError, match=r"--n-train 1025 is more than the 1024 samples left for training in data\.h5 "
+                                        r"\(2048 samples: 100 validation, 100 test\)"):
+        make_splits(2048, n_test=100, train_pool=1124, n_val=100, n_train=1025, where="data.h5")
+    with pytest.raises(DataError, match=r"--train-pool 2000 is more than the 1948 samples available in data\.h5 "
+                                        r"\(100 are test samples\)"):
+        make_splits(2048, n_test=100, train_pool=2000, where="data.h5")
+    with pytest.raises(DataError, match=r"--n-test 10 must leave samples for training: the training file has 10"):
+        make_splits(10, n_test=10)
+    with pytest.raises(DataError, match=r"--n-test 50 must be between 1 and the 40 samples of the test file"):
+        make_splits(10, 40, n_test=50)
+    with pytest.raises(DataError, match=r"--n-val 9 leaves no training sample: the pool has 9 samples"):
+        make_splits(10, n_test=1, n_val=9)
+    with pytest.raises(DataError, match=r"--n-train 0 is more than"):
+        make_splits(10, n_train=0)
+
+
+# --- normalizers --------------------------------------------------------------------------------------------------------
+def test_normalizer_round_trip_zero_mean_unit_std_and_state_dict():
     x = torch.randn(50, 7, 3, 1, dtype=torch.float64) * 3 + 2
     n = UnitGaussianNormalizer.fit(x)
+    assert n.per_point and n.mean.shape == (7, 3, 1)
     y = n.encode(x.float())
     torch.testing.assert_close(y.mean(0), torch.zeros(7, 3, 1), atol=1e-5, rtol=0)
+    # the unbiased std of the encoded samples is std / (std + eps): 1 up to eps / std
+    torch.testing.assert_close(y.double().std(0), torch.ones(7, 3, 1, dtype=torch.float64), atol=1e-5, rtol=0)
     torch.testing.assert_close(n.decode(y), x.float(), atol=1e-5, rtol=1e-5)
-    m = UnitGaussianNormalizer.from_state_dict(n.state_dict())
+    m = UnitGaussianNormalizer.empty(n.describe())
+    m.load_state_dict(n.state_dict())
     torch.testing.assert_close(m.encode(x.float()), y)
-    assert float(m.eps) == pytest.approx(1e-5)
+    assert m.eps == pytest.approx(1e-5) and m.nodes is True
 
 
-def test_darcy_batches_strides_and_normalizers(darcy_files):
-    train_file, test_file = darcy_files  # 10 samples each, 29 x 29 on cell centres
-    ds = DarcyDataset.splits(train_file, test_file, resolution=15, **DARCY_KW)
-    assert (len(ds["train"]), len(ds["val"]), len(ds["test"])) == (8, 2, 4)
-    batch = next(iter(torch.utils.data.DataLoader(ds["test"], batch_size=4)))
-    shapes = {k: tuple(v.shape) for k, v in batch.items()}
-    assert shapes == {"input": (4, 15, 15, 1), "target": (4, 15, 15, 1), "coords": (4, 15, 15, 2),
-                      "target_grad": (4, 15, 15, 2), "coeff": (4, 15, 15, 1)}
-    raw_test = load_arrays(test_file, ("coeff", "sol"))
-    np.testing.assert_allclose(batch["target"][0, ..., 0].numpy(), raw_test["sol"][6, ::2, ::2].astype(np.float32))
-    np.testing.assert_allclose(batch["coeff"][0, ..., 0].numpy(), raw_test["coeff"][6, ::2, ::2])
-    x = cell_coords(29)[::2]
-    np.testing.assert_allclose(batch["coords"][0, :, 3, 0].numpy(), x.astype(np.float32))  # [..., 0] = x = axis 0
-    np.testing.assert_allclose(batch["coords"][0, 3, :, 1].numpy(), x.astype(np.float32))
-    raw_train = load_arrays(train_file, ("coeff", "sol"))
-    norm = ds["train"].input_normalizer
-    np.testing.assert_allclose(norm.mean[..., 0].numpy(), raw_train["coeff"][:8, ::2, ::2].mean(0), rtol=1e-6)
-    assert set(ds["test"].normalizers) == {"input", "target"}
-    decoded = norm.decode(batch["input"])
-    torch.testing.assert_close(decoded, batch["coeff"], atol=1e-4, rtol=1e-5)
+def test_normalizer_is_the_documented_formula_with_eps():
+    x = torch.tensor([[1.0, 10.0], [3.0, 10.0], [5.0, 10.0]], dtype=torch.float64)[..., None]  # (3, 2, 1)
+    n = UnitGaussianNormalizer.fit(x, eps=0.5)
+    torch.testing.assert_close(n.mean[:, 0], torch.tensor([3.0, 10.0]))
+    torch.testing.assert_close(n.std[:, 0], torch.tensor([2.0, 0.0]))  # unbiased: sqrt(8 / 2)
+    enc = n.encode(torch.tensor([[[7.0], [11.0]]]))
+    torch.testing.assert_close(enc[0, :, 0], torch.tensor([(7 - 3) / 2.5, (11 - 10) / 0.5]))
 
 
-def test_darcy_target_grad_matches_the_exact_gradient_to_second_order(tmp_path):
-    n = 65
-    x = np.linspace(0, 1, n)
-    X, Y = np.meshgrid(x, x, indexing="ij")
-    u = np.stack([np.sin(np.pi * X) * np.sin(2 * np.pi * Y)] * 4)
-    np.savez(tmp_path / "nodes.npz", coeff=np.ones_like(u), sol=u)
-    ds = DarcyDataset(tmp_path / "nodes.npz", "train", resolution=33, n_val=1, test_range=(3, 4))  # node grid
-    g = ds[0]["target_grad"].numpy()
-    Xs, Ys = X[::2, ::2], Y[::2, ::2]
-    np.testing.assert_allclose(g[..., 0], np.pi * np.cos(np.pi * Xs) * np.sin(2 * np.pi * Ys), atol=0.02)
-    np.testing.assert_allclose(g[..., 1], 2 * np.pi * np.sin(np.pi * Xs) * np.cos(2 * np.pi * Ys), atol=0.05)
-    np.testing.assert_allclose(ds[0]["coords"][-1, -1].numpy(), [1.0, 1.0])  # node grid includes the boundary
+def test_per_channel_normalizer_pools_grid_and_samples_per_channel():
+    rng = np.random.default_rng(1)
+    x = np.stack([rng.normal(5.0, 2.0, (40, 6, 6)), rng.normal(-1.0, 0.5, (40, 6, 6))], axis=-1)  # (40, 6, 6, 2)
+    n = UnitGaussianNormalizer.fit(x, per_point=False)
+    assert not n.per_point and n.mean.shape == (2,)
+    flat = x.reshape(-1, 2)
+    np.testing.assert_allclose(n.mean.numpy(), flat.mean(0), rtol=1e-6)
+    np.testing.assert_allclose(n.std.numpy(), flat.std(0, ddof=1), rtol=1e-6)
+    # one normalizer for every grid: no resampling, the same two numbers per channel
+    z = torch.randn(3, 11, 11, 2)
+    expected = (z - torch.tensor(flat.mean(0), dtype=torch.float32)) / (
+        torch.tensor(flat.std(0, ddof=1), dtype=torch.float32) + 1e-5)
+    torch.testing.assert_close(n.encode(z), expected)
+    torch.testing.assert_close(n.decode(n.encode(z)), z, atol=1e-5, rtol=1e-5)
 
 
-def test_inverse_dataset_pools_the_coefficient_and_adds_deterministic_noise(darcy_files):
-    train_file, test_file = darcy_files
-    kw = dict(resolution=15, coarse_factor=4, test_path=test_file, **DARCY_KW)
-    clean = DarcyInverseDataset(train_file, "train", noise=0.0, **kw)
-    noisy = DarcyInverseDataset(train_file, "train", noise=0.1, noise_seed=5, **kw)
-    again = DarcyInverseDataset(train_file, "train", noise=0.1, noise_seed=5, **kw)
-    other = DarcyInverseDataset(train_file, "train", noise=0.1, noise_seed=6, **kw)
-    item = noisy[0]
-    assert {k: tuple(v.shape) for k, v in item.items()} == {"input": (15, 15, 1), "target": (4, 4, 1),
-                                                           "coords": (15, 15, 2), "coarse_coords": (4, 4, 2)}
-    raw = load_arrays(train_file, ("coeff", "sol"))
-    np.testing.assert_allclose(item["target"][..., 0].numpy(), pool_nanmean(pool_nanmean(raw["coeff"][0], 2), 4),
-                               rtol=1e-6)
-    # eps = 0: the input is exactly the standardized u; the noise is eps * N(0, 1) in standardized units
-    u_tr = raw["sol"][:8, ::2, ::2]
-    enc = (raw["sol"][0, ::2, ::2] - u_tr.mean(0)) / (u_tr.std(0, ddof=1) + 1e-5)
-    np.testing.assert_allclose(clean[0]["input"][..., 0].numpy(), enc, rtol=1e-4, atol=1e-4)
-    diff = torch.stack([noisy[i]["input"] - clean[i]["input"] for i in range(len(noisy))])
-    assert abs(float(diff.std()) / 0.1 - 1) < 0.1 and abs(float(diff.mean())) < 0.02
-    torch.testing.assert_close(noisy[3]["input"], again[3]["input"])  # fixed by the seed
-    assert not torch.allclose(noisy[3]["input"], other[3]["input"])
-    # the test file's noise is independent of the training file's
-    test = DarcyInverseDataset(train_file, "test", noise=0.1, noise_seed=5, normalizers=clean.normalizers, **kw)
-    test_clean = DarcyInverseDataset(train_file, "test", noise=0.0, normalizers=clean.normalizers, **kw)
-    assert not torch.allclose(test[0]["input"] - test_clean[0]["input"], diff[0], atol=1e-3)
+def test_fit_needs_two_samples_and_matching_shapes():
+    with pytest.raises(DataError, match="at least 2 training samples"):
+        UnitGaussianNormalizer.fit(np.zeros((1, 5, 1)))
+    with pytest.raises(DataError, match=r"mean shape \(3, 1\) != std shape \(4, 1\)"):
+        UnitGaussianNormalizer(torch.zeros(3, 1), torch.ones(4, 1))
 
 
-def test_inverse_pooling_sizes_of_the_paper():
-    """421 -> 141 -> 36 (strides 3, then 4) and 421 -> 211 -> 71 (2, then 3)."""
-    a = np.zeros((1, 421, 421))
-    assert pool_nanmean(pool_nanmean(a, 3), 4).shape == (1, 36, 36)
-    assert pool_nanmean(pool_nanmean(a, 2), 3).shape == (1, 71, 71)
+def _bilinear(X, Y):
+    mean = 1.0 + 2.0 * X - 3.0 * Y + 4.0 * X * Y
+    std = 2.0 + X + 0.5 * Y + X * Y
+    return mean, std
 
 
-def test_resolution_that_is_not_a_stride_is_reported(burgers_file, darcy_files):
-    with pytest.raises(DataError, match=r"burgers\.h5: resolution 48 is not a stride of the stored resolution 128; "
-                                        r"possible resolutions: \[128, 64, 32, 16, 8, 4\]"):
-        BurgersDataset(burgers_file, resolution=48, **BURGERS_KW)
-    with pytest.raises(DataError, match=r"darcy_train\.h5: resolution 14 is not a stride of the stored resolution 29; "
-                                        r"possible resolutions: \[29, 15, 8, 5, 3\]"):
-        DarcyDataset(darcy_files[0], resolution=14, **DARCY_KW)
+def _node_grid(n):
+    x = np.linspace(0.0, 1.0, n)
+    return np.meshgrid(x, x, indexing="ij")
 
 
-def test_inconsistent_shapes_missing_keys_and_nan_are_reported(tmp_path):
-    np.savez(tmp_path / "shapes.npz", a=np.zeros((4, 64)), u=np.zeros((4, 32)))
-    with pytest.raises(DataError, match=r"shapes\.npz: key 'u' expected shape \(4, 64\) like key 'a', found \(4, 32\)"):
-        BurgersDataset(tmp_path / "shapes.npz", train_pool=3, n_val=1, test_range=(3, 4), resolution=32)
-    np.savez(tmp_path / "rect.npz", coeff=np.zeros((4, 9, 7)), sol=np.zeros((4, 9, 7)))
-    with pytest.raises(DataError, match=r"rect\.npz: key 'coeff' expected shape \(n_samples, n, n\), found \(4, 9, 7\)"):
-        DarcyDataset(tmp_path / "rect.npz", resolution=5, n_val=1, test_range=(3, 4))
-    with pytest.raises(DataError, match=r"rect\.npz: key 'a' not found; available keys: \['coeff', 'sol'\]"):
-        BurgersDataset(tmp_path / "rect.npz")
-    sol = np.ones((4, 9, 9))
-    sol[1, 4, 4] = np.nan
-    np.savez(tmp_path / "nan.npz", coeff=np.ones((4, 9, 9)), sol=sol)
-    with pytest.raises(DataError, match=r"nan\.npz: key 'sol' contains NaN or inf in sample\(s\) \[1\]"):
-        DarcyDataset(tmp_path / "nan.npz", resolution=5, n_val=1, test_range=(3, 4))
-    with pytest.raises(DataError, match=r"missing\.h5: file not found"):
-        DarcyDataset(tmp_path / "missing.h5")
-    with pytest.raises(DataError, match="split"):
-        DarcyDataset(tmp_path / "nan.npz", "validation")
+def test_node_grid_normalizer_on_a_finer_grid_is_its_interpolated_field():
+    """Fitted on 17 x 17 nodes, evaluated on 33 x 33 nodes of the same square: bilinear interpolation reproduces
+    bilinear fields exactly, so mean and std on the fine grid are the fields themselves at the fine nodes."""
+    X, Y = _node_grid(17)
+    mean, std = _bilinear(X, Y)
+    eps = 1e-3
+    n = UnitGaussianNormalizer(torch.tensor(mean)[..., None], torch.tensor(std)[..., None], eps=eps, nodes=True)
+    z = torch.randn(2, 33, 33, 1, dtype=torch.float64)
+    Xf, Yf = _node_grid(33)
+    mf, sf = (torch.tensor(f)[None, ..., None] for f in _bilinear(Xf, Yf))
+    torch.testing.assert_close(n.encode(z), (z - mf) / (sf + eps), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(n.decode(z), z * (sf + eps) + mf, atol=1e-5, rtol=1e-5)
+    # every other fine node is a training node: there the fitted values come back unchanged
+    torch.testing.assert_close(n.encode(z)[:, ::2, ::2], n.encode(z[:, ::2, ::2]), atol=1e-5, rtol=1e-5)
 
 
-def test_original_mat_darcy_file_defaults_to_cell_centre_coordinates(tmp_path):
-    import scipy.io
+def test_normalizer_on_its_own_grid_is_exact_and_not_resampled():
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(20, 17, 17, 1)) * rng.uniform(0.5, 2.0, (17, 17, 1)) + rng.normal(size=(17, 17, 1))
+    n = UnitGaussianNormalizer.fit(x)
+    z = torch.tensor(x[:3], dtype=torch.float32)
+    expected = (z - n.mean) / (n.std + n.eps)
+    assert torch.equal(n.encode(z), expected)
+    torch.testing.assert_close(n.decode(n.encode(z)), z, atol=1e-5, rtol=1e-5)
 
-    rng = np.random.default_rng(0)
-    scipy.io.savemat(tmp_path / "piececonst_r9.mat", {"coeff": rng.random((4, 9, 9)), "sol": rng.random((4, 9, 9))})
-    ds = DarcyDataset(tmp_path / "piececonst_r9.mat", resolution=5, n_val=1, test_range=(3, 4))
-    np.testing.assert_allclose(ds[0]["coords"][:, 0, 0].numpy(), cell_coords(9)[::2].astype(np.float32))
+
+def test_normalizer_in_1d_on_a_finer_node_grid_is_linear_interpolation():
+    x = np.linspace(0.0, 1.0, 9)
+    mean, std = 3.0 - 2.0 * x, 1.0 + x
+    n = UnitGaussianNormalizer(torch.tensor(mean)[:, None], torch.tensor(std)[:, None], eps=0.0, nodes=True)
+    xf = np.linspace(0.0, 1.0, 17)
+    z = torch.ones(1, 17, 1, dtype=torch.float64)
+    torch.testing.assert_close(n.encode(z)[0, :, 0], torch.tensor((1.0 - (3.0 - 2.0 * xf)) / (1.0 + xf)))
+
+
+# --- strides and arrays -----------------------------------------------------------------------------------------------
+def test_stride_for_node_and_periodic_grids():
+    assert stride_for(421, 141, nodes=True, where="f") == 3  # 420 = 3 * 140
+    assert stride_for(421, 211, nodes=True, where="f") == 2
+    assert stride_for(421, 85, nodes=True, where="f") == 5
+    assert stride_for(421, None, nodes=True, where="f") == 1
+    assert stride_for(8192, 512, nodes=False, where="f") == 16
+    with pytest.raises(DataError, match=r"--resolution 100 is not a stride of the 421 points stored in f; "
+                                        r"possible: 421, 211, 141, 106, 85, 71, 61"):
+        stride_for(421, 100, nodes=True, where="f")
+    with pytest.raises(DataError, match=r"--resolution 48 is not a stride of the 128 points stored in g; "
+                                        r"possible: 128, 64, 32, 16, 8, 4$"):
+        stride_for(128, 48, nodes=False, where="g")
+
+
+def test_sample_array_drops_a_trailing_channel_of_one_and_names_the_key():
+    a = np.zeros((3, 5, 5, 1))
+    assert sample_array(a, 2, "coeff", "f").shape == (3, 5, 5)
+    assert sample_array(np.zeros((3, 5)), 1, "a", "f").shape == (3, 5)
+    with pytest.raises(DataError, match=r"f: key 'coeff' expected shape \(samples, n, n\) or \(samples, n, n, 1\), "
+                                        r"found \(3, 5, 5, 2\)"):
+        sample_array(np.zeros((3, 5, 5, 2)), 2, "coeff", "f")
+
+
+def test_field_dataset_items_and_shared_entries():
+    ds = FieldDataset({"input": np.arange(12.0).reshape(3, 4, 1), "target": np.ones((3, 4, 1))},
+                      {"coords": np.linspace(0, 1, 4)[:, None]})
+    assert len(ds) == 3
+    item = ds[1]
+    assert set(item) == {"input", "target", "coords"} and all(v.dtype == torch.float32 for v in item.values())
+    torch.testing.assert_close(item["input"][:, 0], torch.tensor([4.0, 5.0, 6.0, 7.0]))
+    assert ds.tensors("input").shape == (3, 4, 1)
+    with pytest.raises(DataError, match="items of different lengths"):
+        FieldDataset({"input": np.zeros((3, 4)), "target": np.zeros((2, 4))})

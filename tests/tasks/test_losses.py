@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from opformer.train.losses import central_diff_1d, effective_gamma, grad_2d, h1_seminorm_1d, h1_seminorm_2d, rel_l2
+from opformer.tasks.losses import central_diff_1d, effective_gamma, grad_2d, h1_seminorm_1d, h1_seminorm_2d, rel_l2
 
 
 def test_rel_l2_is_per_sample_relative_norm():

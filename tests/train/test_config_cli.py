@@ -1,90 +1,219 @@
-"""Presets, overrides and the command line's error messages."""
+"""Presets, overrides, the typed configuration and the command line's messages."""
 
+from __future__ import annotations
+
+import numpy as np
 import pytest
+import yaml
 
 from opformer.cli import main
+from opformer.config import DataConfig
+from opformer.pde.darcy import pool_nanmean
+from opformer.tasks import Bundle, get_task
 from opformer.train.config import ConfigError, apply_overrides, list_presets, load_preset, resolve
 
 
-def test_presets_exist_and_resolve_to_their_model():
-    names = list_presets()
-    for name in ("burgers-gt", "burgers-ft", "burgers-st", "burgers-lt", "burgers-fno", "burgers-gt-regular"):
-        assert name in names
-    cfg = resolve(load_preset("burgers-ft-regular"))
-    assert cfg["model"]["kind"] == "fourier" and cfg["model"]["norm_scheme"] == "regular"
-    assert cfg["train"]["epochs"] == 100 and cfg["train"]["lr"] == 1e-3 and cfg["train"]["div_factor"] == 1e4
+def _listed(capsys) -> list[str]:
+    assert main(["train", "--list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "presets:"
+    return [line.strip() for line in lines[1:] if line.strip()]
 
 
-def test_unknown_preset_lists_known_ones():
-    with pytest.raises(ConfigError, match=r"unknown preset 'burgers-gtt'\. Did you mean burgers-gt.*Known presets:"):
+# --- presets ------------------------------------------------------------------------------------------------------------
+def test_every_listed_preset_resolves_to_its_task_and_model(capsys):
+    names = _listed(capsys)
+    assert names == list_presets()
+    for task in ("burgers", "darcy", "darcy-inverse"):
+        for kind in ("gt", "ft", "st", "lt"):
+            assert f"{task}-{kind}" in names and f"{task}-{kind}-regular" in names
+        assert f"{task}-fno" in names
+    models = {"burgers": ("transformer1d", "fno1d"), "darcy": ("transformer2d", "fno2d"),
+              "darcy-inverse": ("transformer2d", "fno2d")}
+    for name in names:
+        run = resolve(load_preset(name))
+        task = "darcy-inverse" if name.startswith("darcy-inverse") else name.split("-")[0]
+        assert run.task.name == task, name
+        attention, fno = models[task]
+        assert run.model["name"] == (fno if "-fno" in name else attention), name
+        if "-fno" not in name and not name.endswith(("-cpu", "-quick")):  # YAML variants pick their own base
+            assert run.model["norm_scheme"] == ("regular" if "-regular" in name else "galerkin"), name
+
+
+def test_preset_values_follow_the_paper():
+    ft = resolve(load_preset("burgers-ft-regular"))
+    assert ft.model["kind"] == "fourier" and ft.model["norm_scheme"] == "regular"
+    assert (ft.train.epochs, ft.train.lr, ft.train.div_factor, ft.train.gamma) == (100, 1e-3, 1e4, 0.1)
+    assert (ft.data.resolution, ft.data.n_train, ft.data.n_val, ft.data.n_test, ft.data.train_pool) == (
+        512, 1024, 100, 100, 1124)
+    assert resolve(load_preset("burgers-fno")).train.gamma == 0.0  # FNO: no H1 term
+    darcy = resolve(load_preset("darcy-gt"))
+    assert (darcy.data.resolution, darcy.train.gamma, darcy.model["coarse_size"]) == (141, 0.5, 43)
+    assert resolve(load_preset("darcy-ft")).train.lr == 5e-4
+    inverse = resolve(load_preset("darcy-inverse-gt"))
+    assert (inverse.options.noise, inverse.options.coarse_factor, inverse.train.gamma) == (0.01, 4, 0.0)
+    assert inverse.model["out_size"] == 36 and inverse.model["coarse_size"] == 36
+
+
+def test_unknown_preset_hints_at_near_names():
+    with pytest.raises(ConfigError, match=r"unknown preset 'burgers-gtt'\. Did you mean burgers-gt.* "
+                                          r"`opformer train --list` shows them all"):
         load_preset("burgers-gtt")
+    with pytest.raises(ConfigError, match=r"nothing\.yaml: no such preset file"):
+        load_preset("nothing.yaml")
 
 
-def test_overrides_by_leaf_and_dotted_name_and_typo_suggestion():
-    cfg = resolve(load_preset("burgers-gt"))
-    out = apply_overrides(cfg, {"lr": 5e-4, "train.epochs": 3, "norm-scheme": "regular"})
-    assert out["train"]["lr"] == 5e-4 and out["train"]["epochs"] == 3 and out["model"]["norm_scheme"] == "regular"
-    with pytest.raises(ConfigError, match=r"unknown field 'epocs'; did you mean 'epochs'\?"):
+# --- overrides ----------------------------------------------------------------------------------------------------------
+def test_overrides_by_leaf_and_dotted_name_are_typed():
+    cfg, explicit = apply_overrides(load_preset("burgers-gt"), {"lr": "5e-4", "train.epochs": "3",
+                                                                "norm-scheme": "regular", "data.n_train": "200",
+                                                                "keys": "x,y"})
+    assert cfg["train"]["lr"] == 5e-4 and cfg["train"]["epochs"] == 3 and cfg["data"]["n_train"] == 200
+    assert cfg["model"]["norm_scheme"] == "regular" and cfg["data"]["keys"] == ["x", "y"]
+    assert explicit == {"lr", "epochs", "norm_scheme", "n_train", "keys"}
+    run = resolve(cfg)
+    assert (run.train.lr, run.train.epochs, run.data.n_train, run.model["norm_scheme"]) == (5e-4, 3, 200, "regular")
+    fno, _ = apply_overrides(load_preset("burgers-gt"), {"model": "fno", "modes": "8"})
+    assert resolve(fno).model["name"] == "fno1d" and resolve(fno).model["modes"] == 8
+    inv, _ = apply_overrides(load_preset("darcy-inverse-gt"), {"noise": "0.1", "coarse-factor": "3"})
+    assert resolve(inv).options.noise == 0.1 and resolve(inv).options.coarse_factor == 3
+
+
+def test_a_user_file_drops_the_preset_sizes_of_its_generated_data():
+    cfg, _ = apply_overrides(load_preset("burgers-gt"), {"data.path": "mine.h5"})
+    run = resolve(cfg)
+    assert (run.data.resolution, run.data.n_train, run.data.train_pool, run.data.n_test) == (None, None, None, None)
+    kept, _ = apply_overrides(load_preset("burgers-gt"), {"data.path": "mine.h5", "resolution": 64})
+    assert resolve(kept).data.resolution == 64
+
+
+def test_override_errors_name_the_flag():
+    cfg = load_preset("burgers-gt")
+    with pytest.raises(ConfigError, match=r"unknown option --epocs; did you mean --epochs\?"):
         apply_overrides(cfg, {"epocs": 3})
-    with pytest.raises(ConfigError, match=r"field 'x' is ambiguous: a.x, b.x; use the dotted name"):
-        apply_overrides({"a": {"x": 1}, "b": {"x": 2}}, {"x": 3})
+    with pytest.raises(ConfigError, match=r"unknown option --data\.lr; lr is in section train"):
+        apply_overrides(cfg, {"data.lr": 3})
+    with pytest.raises(ConfigError, match=r"--lr: expected a number, got 'abc'"):
+        apply_overrides(cfg, {"lr": "abc"})
+    with pytest.raises(ConfigError, match=r"--epochs: must be >= 1, got 0"):
+        apply_overrides(cfg, {"epochs": "0"})
+    with pytest.raises(ConfigError, match=r"--lr: must be > 0\.0, got 0\.0"):
+        apply_overrides(cfg, {"lr": "0"})
+    with pytest.raises(ConfigError, match=r"--selection: expected one of 'val', 'test', got 'best'"):
+        apply_overrides(cfg, {"selection": "best"})
+    with pytest.raises(ConfigError, match=r"--model fnoo: unknown model; did you mean fno\?"):
+        apply_overrides(cfg, {"model": "fnoo"})
+    with pytest.raises(ConfigError, match=r"--coarse-factor: must be >= 1, got 0"):
+        apply_overrides(load_preset("darcy-inverse-gt"), {"coarse_factor": 0})
 
 
-def test_cli_errors_are_one_line_with_exit_status_2(capsys):
-    assert main(["train", "burgers-xx"]) == 2
-    assert "unknown preset 'burgers-xx'" in capsys.readouterr().err
-    assert main(["train", "burgers-gt", "--lerning-rate", "1e-3"]) == 2
-    assert "unknown field 'lerning-rate'" in capsys.readouterr().err
-    assert main(["train", "burgers-gt", "--epochs", "0", "--print-config"]) == 2
-    assert "train.epochs must be a positive integer, got 0" in capsys.readouterr().err
+# --- the command line ---------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("args, message", [
+    (["burgers-xx"], "opformer: error: unknown preset 'burgers-xx'"),
+    (["burgers-gt", "--lr", "abc"], "opformer: error: --lr: expected a number, got 'abc'"),
+    (["burgers-gt", "--epochs", "0"], "opformer: error: --epochs: must be >= 1, got 0"),
+    (["burgers-gt", "--learning-rate", "1e-3"], "opformer: error: unknown option --learning-rate; did you mean --lr?"),
+    (["burgers-gt", "--lr"], "opformer: error: --lr needs a value"),
+    (["burgers-gt", "--test-data", "t.h5"], "opformer: error: --test-data needs --data"),
+])
+def test_cli_errors_are_one_line_with_exit_status_2(capsys, args, message):
+    assert main(["train", *args, "--print-config"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(message) and err.count("\n") == 1, err
 
 
-def test_cli_print_config_applies_overrides(capsys):
-    assert main(["train", "burgers-gt", "--print-config", "--norm-scheme", "regular", "--lr", "5e-4"]) == 0
+def test_cli_print_config_shows_the_resolved_config_with_overrides(capsys):
+    assert main(["train", "burgers-gt", "--print-config", "--norm-scheme", "regular", "--lr", "5e-4",
+                 "--n-train=200"]) == 0
+    raw = yaml.safe_load(capsys.readouterr().out)
+    assert raw["name"] == "burgers-gt" and raw["task"] == "burgers"
+    assert raw["model"]["norm_scheme"] == "regular" and raw["train"]["lr"] == 5e-4 and raw["data"]["n_train"] == 200
+    assert raw["train"]["epochs"] == 100 and raw["data"]["resolution"] == 512
+
+
+def test_cli_preset_help_lists_every_field_with_its_value(capsys):
+    assert main(["train", "darcy-gt", "--help", "--lr", "5e-4"]) == 0
     out = capsys.readouterr().out
-    assert "norm_scheme: regular" in out and "lr: 0.0005" in out
+    rows = {line.split()[0]: line.split()[1] for line in out.splitlines() if line.startswith("  --")}
+    assert rows["--lr"] == "0.0005" and rows["--resolution"] == "141" and rows["--coarse-size"] == "43"
+    assert rows["--n-train"] == "1024" and rows["--n-test"] == "null" and rows["--data"] == "null"
+    assert rows["--epochs"] == "100" and rows["--kind"] == "galerkin"
+    assert "peak learning rate" in out and "--model picks another model" in out
+    assert main(["train", "darcy-inverse-gt", "--help"]) == 0
+    rows = {line.split()[0]: line.split()[1] for line in capsys.readouterr().out.splitlines()
+            if line.startswith("  --")}
+    assert rows["--noise"] == "0.01" and rows["--coarse-factor"] == "4"
+    assert main(["train", "--help"]) == 0
+    assert "--list" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("preset", ["darcy-inverse-gt", "darcy-inverse-ft-regular", "darcy-inverse-fno"])
-def test_inverse_model_output_grid_follows_the_data_target_grid(preset):
-    """The paper's pairs: fine 141 pooled by 4 -> 36, fine 211 pooled by 3 -> 71 (the attention grid moves along);
-    the same pooling the dataset does (NaN-padded, so ceil)."""
-    from opformer.train.config import inverse_target_size
-
-    cfg = resolve(load_preset(preset))
-    assert cfg["model"]["out_size"] == 36
-    big = resolve(apply_overrides(cfg, {"resolution": 211, "coarse_factor": 3}))
-    assert big["model"]["out_size"] == 71
-    if "coarse_size" in cfg["model"]:
-        assert cfg["model"]["coarse_size"] == 36 and big["model"]["coarse_size"] == 71
-        own = resolve(apply_overrides(cfg, {"resolution": 211, "coarse_factor": 3, "coarse_size": 50}))
-        assert own["model"]["coarse_size"] == 50 and own["model"]["out_size"] == 71
-    assert [inverse_target_size(n, f) for n, f in ((141, 4), (211, 3), (85, 3), (29, 4))] == [36, 71, 29, 8]
-    with pytest.raises(ConfigError, match="coarse_factor must be a positive integer"):
-        resolve(apply_overrides(cfg, {"coarse_factor": 0}))
-
-
-def test_inverse_target_grid_matches_the_dataset_pooling():
-    import numpy as np
-
-    from opformer.pde.darcy import pool_nanmean
-    from opformer.train.config import inverse_target_size
-
-    for n, f in ((141, 4), (211, 3), (85, 3), (29, 4), (30, 7)):
-        pooled = pool_nanmean(np.zeros((1, 1, n, n)), f)
-        assert pooled.shape[-1] == inverse_target_size(n, f), (n, f, pooled.shape)
-
-
+# --- the CPU-reduced Darcy presets and the inverse output grid -------------------------------------------------------------
 def test_cpu_reduced_darcy_presets_share_the_default_files_and_use_85_and_29():
-    """The CPU-reduced presets read the same cached r421 files as the full presets (same recipes), strided to 85
-    (420 / 84 = stride 5), with a 29 x 29 attention / target grid."""
-    full = {"darcy": resolve(load_preset("darcy-gt")), "darcy-inverse": resolve(load_preset("darcy-inverse-gt"))}
+    """Same recipes as the full presets (so the same cached r421 files), strided to 85 (420 = 5 * 84), with a
+    29 x 29 attention grid (forward) or target grid (inverse: 85 pooled by 3)."""
     names = [n for n in list_presets() if n.startswith("darcy") and n.endswith("-cpu")]
     assert len(names) == 6
     for name in names:
-        cfg = resolve(load_preset(name))
-        d, ref = cfg["data"], full[cfg["problem"]]["data"]
-        assert (d["recipe"], d["test_recipe"], d["train_pool"], d["n_val"]) == (
-            ref["recipe"], ref["test_recipe"], ref["train_pool"], ref["n_val"])
-        assert d["resolution"] == 85 and 420 % (d["resolution"] - 1) == 0
-        assert cfg["model"].get("coarse_size", 29) == 29 and cfg["model"].get("out_size", 29) == 29
+        run = resolve(load_preset(name))
+        full = resolve(load_preset(f"{run.task.name}-gt"))
+        assert run.task.default_recipes(run.data, run.options) == full.task.default_recipes(full.data, full.options)
+        d, ref = run.data, full.data
+        assert (d.train_pool, d.n_val, d.n_test) == (ref.train_pool, ref.n_val, ref.n_test), name
+        assert d.resolution == 85 and 420 % (d.resolution - 1) == 0, name
+        if run.task.name == "darcy":
+            assert run.model.get("coarse_size", 29) == 29, name  # the FNO has no attention grid
+        else:
+            k = run.options.coarse_factor
+            target = pool_nanmean(pool_nanmean(np.zeros((421, 421)), 5), k).shape
+            assert target == (29, 29), name
+            bundle = Bundle({}, {}, "node", (85, 85), target)
+            model, _ = run.task.fit_model(run.model, bundle, set())
+            assert model["out_size"] == 29 and model.get("coarse_size", 29) == 29, name
+
+
+@pytest.fixture(scope="module")
+def darcy_file(tmp_path_factory):
+    from opformer.pde import generate_dataset, make_recipe
+
+    path = tmp_path_factory.mktemp("config-darcy") / "darcy.h5"
+    return generate_dataset(make_recipe("darcy", n_samples=8, resolution=29), path, workers=1, progress=False)
+
+
+def _inverse_bundle(path, resolution, coarse_factor):
+    task = get_task("darcy-inverse")
+    options = task.options_class(coarse_factor=coarse_factor)
+    return task.load(DataConfig(path=str(path), resolution=resolution, n_val=2, n_test=2), options,
+                     {"train": path, "test": None}, splits=("train",))
+
+
+@pytest.mark.parametrize("preset", ["darcy-inverse-gt", "darcy-inverse-ft-regular", "darcy-inverse-fno"])
+def test_inverse_model_output_grid_follows_the_data_target_grid(preset, darcy_file):
+    run = resolve(load_preset(preset))
+    task = run.task
+    assert run.model["out_size"] == 36  # the paper's 141 -> 36
+    attention = "coarse_size" in run.model
+    for resolution, factor, target in ((29, 4, 8), (29, 3, 10), (15, 3, 5)):
+        bundle = _inverse_bundle(darcy_file, resolution, factor)
+        assert bundle.target_grid == (target, target)
+        assert bundle.datasets["train"][0]["target"].shape == (target, target, 1)
+        model, _ = task.fit_model(run.model, bundle, set())
+        assert model["out_size"] == target, (resolution, factor)
+        if attention:  # the attention grid was tied to the output grid: it moves along
+            assert model["coarse_size"] == target
+        else:
+            assert model["modes"] <= target // 2
+    # the paper's pairs, as the grids a bundle of the full data reports
+    for fine, coarse in ((141, 36), (211, 71)):
+        model, _ = task.fit_model(run.model, Bundle({}, {}, "cell", (fine, fine), (coarse, coarse)), set())
+        assert model["out_size"] == coarse and model.get("coarse_size", coarse) == coarse
+    bundle = _inverse_bundle(darcy_file, 29, 4)
+    given, explicit = apply_overrides(load_preset(preset), {"out_size": 36})
+    with pytest.raises(ConfigError, match=r"--out-size 36 does not match the target grid \(8, 8\) of the data"):
+        task.fit_model(resolve(given).model, bundle, explicit)
+    if attention:  # an attention grid set by the user is kept; the output grid still follows the data
+        own, explicit = apply_overrides(load_preset(preset), {"coarse_size": 12})
+        model, _ = task.fit_model(resolve(own).model, bundle, explicit)
+        assert model["coarse_size"] == 12 and model["out_size"] == 8
+        big, explicit = apply_overrides(load_preset(preset), {"coarse_size": 40})
+        with pytest.raises(ConfigError, match=r"--coarse-size 40 is larger than the input grid 29; choose at most 29"):
+            task.fit_model(resolve(big).model, bundle, explicit)
