@@ -43,7 +43,7 @@ import numpy as np
 from . import burgers, darcy
 from .errors import DataError
 from .grf import grf1d_periodic, sample_rng
-from .storage import PROBLEM_KEYS, ShardWriter, read_header, recipe_diff
+from .storage import PROBLEM_KEYS, ShardWriter, no_space_reason, read_header, recipe_diff
 
 __all__ = [
     "BURGERS_R10",
@@ -512,6 +512,11 @@ def generate_dataset(
                     bar.update(len(idx))
             else:
                 _run_pool(recipe, tasks, workers, writer, bar, options)
+        except OSError as exc:
+            reason = no_space_reason(exc)
+            if reason is None:
+                raise
+            raise DataError(writer.no_space_message(reason)) from exc
         finally:
             bar.close()
         return writer.finish()

@@ -9,6 +9,13 @@ Layout of one file (one *shard*: the samples with global indices ``start <= i < 
     attrs: format="opformer-dataset/1", problem, recipe (JSON string), seed, opformer_version,
            start, stop, n_samples (the whole data set), complete (bool)
 
+Every sample array is stored in chunks of one sample with a Fletcher-32 checksum, verified by HDF5 on every read;
+:func:`read_samples` turns a checksum failure into a :class:`DataError` naming the file and the key. The
+uncompressed arrays are allocated (and their fill value written) when the file is created, so writing samples
+never extends the file: a disk that is too small fails at the start, and a disk that fills up during a run
+cannot leave a ``FILE.partial`` whose metadata points past its end (HDF5 then refuses it as truncated). Before
+each write of a gzip-compressed key (whose size is only known when written) the free space is checked.
+
 A generation writes to ``FILE.partial``; each finished chunk of samples is written and flushed before its
 ``done`` flags are set and flushed. Only when every sample is done is the file marked complete and renamed
 to ``FILE`` (``os.replace``, atomic on one file system). An interrupted generation therefore leaves either no
@@ -17,8 +24,11 @@ to ``FILE`` (``os.replace``, atomic on one file system). An interrupted generati
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import re
+import shutil
 from pathlib import Path
 
 import h5py
@@ -26,12 +36,69 @@ import numpy as np
 
 from .errors import DataError
 
-__all__ = ["FORMAT", "PROBLEM_KEYS", "canonical_recipe", "recipe_diff", "partial_path", "ShardWriter", "read_header"]
+__all__ = [
+    "FORMAT",
+    "PROBLEM_KEYS",
+    "canonical_recipe",
+    "recipe_diff",
+    "partial_path",
+    "ShardWriter",
+    "read_header",
+    "read_samples",
+    "no_space_reason",
+]
 
 FORMAT = "opformer-dataset/1"
 
-#: (input key, target key) per problem: the names of the original FNO files.
+#: (input key, target key) per problem: the names of the original FNO files (one key for trajectories); the
+#: recipe registry of :mod:`opformer.pde.generate` adds each kind's keys here.
 PROBLEM_KEYS = {"burgers": ("a", "u"), "darcy": ("coeff", "sol")}
+
+_NO_SPACE = {
+    errno.ENOSPC: "the disk is full",
+    errno.EDQUOT: "the disk quota is exceeded",
+    errno.EFBIG: "the file size limit of this process (ulimit -f) is reached",
+}
+
+
+def no_space_reason(exc: BaseException) -> str | None:
+    """``"the disk is full"`` (or the quota / file size limit) if ``exc`` is a failed write for lack of space, else
+    None. Looks at ``errno`` and at the ``errno = N`` that HDF5 puts into its messages."""
+    codes = {getattr(exc, "errno", None)}
+    codes.update(int(m) for m in re.findall(r"errno = (\d+)", str(exc)))
+    for code in codes:
+        if code in _NO_SPACE:
+            return _NO_SPACE[code]
+    return None
+
+
+def _open_hint(path: Path, exc: OSError) -> str:
+    text = str(exc)
+    if "unable to lock file" in text:  # HDF5's own message (not "lock" anywhere: "sblock" would match)
+        return "; another process (a running generation?) holds it open"
+    if "truncated file" in text:
+        return "; the file is shorter than its header says (a write failed or a copy was cut short): delete it and run again"
+    if path.name.endswith(".partial"):
+        return "; an interrupted generation left it unreadable: delete it and run again"
+    return ""
+
+
+def read_samples(path: str | os.PathLike, key: str, lo: int, hi: int) -> np.ndarray:
+    """The samples ``lo <= i < hi`` (local indices) of ``key`` in an HDF5 file, checksums verified.
+
+    Raises :class:`DataError` naming the file and the key if a Fletcher-32 checksum does not match (bytes were
+    changed after writing) or the file cannot be read."""
+    path = Path(path)
+    try:
+        with h5py.File(path, "r") as h5:
+            if key not in h5:
+                raise DataError(f"{path}: key {key!r} not found; available keys: {sorted(h5)}")
+            return h5[key][lo:hi]
+    except OSError as exc:
+        if "checksum" in str(exc).lower() or "filter returned failure" in str(exc):
+            raise DataError(f"{path}: key {key!r}, samples [{lo}, {hi}): the data fail their checksum (the file "
+                            f"was damaged after writing); regenerate it or restore a copy") from exc
+        raise DataError(f"{path}: key {key!r} cannot be read ({exc}){_open_hint(path, exc)}") from exc
 
 
 def canonical_recipe(recipe: dict) -> str:
@@ -76,12 +143,7 @@ def read_header(path: str | os.PathLike) -> dict:
                 raise DataError(f"{path}: not an opformer data file (attribute format={attrs.get('format')!r}, expected {FORMAT!r})")
             n_done = int(np.count_nonzero(h5["done"][...])) if "done" in h5 else 0
     except OSError as exc:
-        hint = ""
-        if "lock" in str(exc).lower():
-            hint = "; another process (a running generation?) holds it open"
-        elif path.name.endswith(".partial"):
-            hint = "; an interrupted generation left it unreadable: delete it and run again"
-        raise DataError(f"{path}: cannot be read as HDF5 ({exc}){hint}") from exc
+        raise DataError(f"{path}: cannot be read as HDF5 ({exc}){_open_hint(path, exc)}") from exc
     return {
         "problem": str(attrs["problem"]),
         "recipe": json.loads(attrs["recipe"]),
@@ -200,6 +262,25 @@ class ShardWriter:
             h5 = h5py.File(self.partial, "w")
         except OSError as exc:
             raise DataError(f"{self.partial}: cannot be created ({exc})") from exc
+        try:
+            self._fill_new(h5)
+        except (OSError, RuntimeError, ValueError) as exc:  # h5py raises all three for a failed write
+            try:
+                h5.close()
+            except (OSError, RuntimeError, ValueError):
+                pass
+            self.partial.unlink(missing_ok=True)  # created by this call, nothing computed yet
+            need = sum(int(np.prod(s)) for s in self.shapes.values()) * (self.stop - self.start) * self.dtype.itemsize
+            reason = no_space_reason(exc)
+            if reason:
+                raise DataError(f"{self.partial}: cannot be created, {reason} (the file needs about {need / 1e6:.1f} MB); "
+                                f"free space or write elsewhere, or split the data with --start/--stop") from exc
+            raise DataError(f"{self.partial}: cannot be created ({exc})") from exc
+        self._h5 = h5
+
+    def _fill_new(self, h5: h5py.File) -> None:
+        from h5py import h5d, h5p
+
         from .. import __version__
 
         n = self.stop - self.start
@@ -213,13 +294,19 @@ class ShardWriter:
         h5.attrs["opformer_version"] = __version__
         h5.attrs["complete"] = False
         for key, shape in self.shapes.items():
-            kwargs = {"compression": "gzip", "compression_opts": 4, "shuffle": True} if key in self.compress else {}
-            h5.create_dataset(key, shape=(n, *shape), dtype=self.dtype, chunks=(1, *shape), **kwargs)
-        h5.create_dataset("done", shape=(n,), dtype=bool, fillvalue=False)
+            if key in self.compress:
+                kwargs = {"compression": "gzip", "compression_opts": 4, "shuffle": True}
+            else:  # all space now, so that writing a sample never extends the file (see the module doc)
+                dcpl = h5p.create(h5p.DATASET_CREATE)
+                dcpl.set_alloc_time(h5d.ALLOC_TIME_EARLY)
+                kwargs = {"dcpl": dcpl, "fill_time": "alloc"}
+            h5.create_dataset(key, shape=(n, *shape), dtype=self.dtype, chunks=(1, *shape), fletcher32=True, **kwargs)
+        dcpl = h5p.create(h5p.DATASET_CREATE)
+        dcpl.set_alloc_time(h5d.ALLOC_TIME_EARLY)
+        h5.create_dataset("done", shape=(n,), dtype=bool, fillvalue=False, dcpl=dcpl, fill_time="alloc")
         for name, values in self.coords.items():
             h5.create_dataset(name, data=np.asarray(values, dtype=np.float64))
         h5.flush()
-        self._h5 = h5
 
     # -- writing ---------------------------------------------------------------------------------------------
     def pending(self) -> np.ndarray:
@@ -248,7 +335,43 @@ class ShardWriter:
                 raise DataError(f"{self.partial}: key {key!r} expected shape {(len(indices), *shape)}, found {values.shape}")
             if not np.all(np.isfinite(values)):
                 raise DataError(f"{self.partial}: key {key!r}: the solver produced NaN or inf for samples {indices.tolist()}")
-            values = values[order]
+        if self.compress:
+            self._check_room(sum(np.asarray(arrays[k]).size for k in self.compress) * self.dtype.itemsize)
+        try:
+            self._write_arrays(arrays, order, local)
+        except (OSError, RuntimeError, ValueError) as exc:
+            reason = no_space_reason(exc)
+            if reason:
+                raise DataError(self.no_space_message(reason)) from exc
+            raise
+
+    def no_space_message(self, reason: str) -> str:
+        """One line: why the run stopped, what is kept, how to go on."""
+        total = self.stop - self.start
+        try:
+            done = self.n_done()
+        except (OSError, RuntimeError):  # pragma: no cover - the file cannot even be read now
+            done = "?"
+        return (f"{self.partial}: {reason}; {done} of {total} samples are written and kept: free space and run the "
+                f"same command to resume")
+
+    def _check_room(self, nbytes: int) -> None:
+        """Stop before a write that may not fit (the size of compressed data is known only once written)."""
+        if shutil.disk_usage(self.partial.parent).free < nbytes + 16 * 2**20:
+            raise DataError(self.no_space_message(_NO_SPACE[errno.ENOSPC]))
+        margin = nbytes + 2**16  # the data and some metadata
+        try:
+            import resource
+
+            limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+        except (ImportError, ValueError, OSError):  # pragma: no cover - not on POSIX
+            return
+        if limit != resource.RLIM_INFINITY and self.partial.stat().st_size + margin > limit:
+            raise DataError(self.no_space_message(_NO_SPACE[errno.EFBIG]))
+
+    def _write_arrays(self, arrays: dict, order: np.ndarray, local: np.ndarray) -> None:
+        for key in self.shapes:
+            values = np.asarray(arrays[key])[order]
             # contiguous runs as slices (h5py fancy writes are slow)
             breaks = np.flatnonzero(np.diff(local) != 1) + 1
             for run_idx, run_val in zip(np.split(np.arange(len(local)), breaks), np.split(values, breaks)):
@@ -275,16 +398,25 @@ class ShardWriter:
         return self.path
 
     def close(self) -> None:
-        """Flush and close the file (an unfinished generation stays in ``FILE.partial``)."""
+        """Flush and close the file (an unfinished generation stays in ``FILE.partial``).
+
+        Errors of the flush are swallowed when an exception is already on its way (a full disk would otherwise
+        hide the message that says so)."""
         if self._h5 is not None:
+            h5, self._h5 = self._h5, None
             try:
-                self._h5.flush()
+                h5.flush()
             finally:
-                self._h5.close()
-                self._h5 = None
+                h5.close()
 
     def __enter__(self) -> ShardWriter:
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+            return
+        try:
+            self.close()
+        except (OSError, RuntimeError, ValueError):
+            pass
