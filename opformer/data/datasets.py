@@ -15,7 +15,6 @@ from typing import Optional, Union
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from ..pde.errors import DataError
 from .readers import ArraySource
@@ -29,13 +28,15 @@ class UnitGaussianNormalizer(torch.nn.Module):
     """Standardization ``(x - mean) / (std + eps)``, per grid point or per channel, valid on any grid.
 
     ``mean`` and ``std`` have the shape of one sample, ``(*grid, channels)`` (per point, as the paper's code), or
-    ``(channels,)`` (per channel).  A per-point normalizer is a function on the domain: on a grid of another size it
-    is evaluated by (bi)linear interpolation of its fields, so a model trained at one resolution runs at another.
-    ``nodes`` says how the training grid sits in [0, 1]: node grids include both ends (interpolation with aligned
-    corners), cell and periodic grids do not.
+    ``(channels,)`` (per channel).  A per-point normalizer is a function on the domain: its fields sit at the
+    training coordinates ``axes`` (one 1D array per grid axis, a tensor-product grid in [0, 1]^d) and are evaluated
+    elsewhere by (multi)linear interpolation, with wrap-around for ``kind="periodic"``.  The coordinates of the
+    evaluation grid are taken from ``coords`` when given, else from its shape and ``kind``: "node" i/(n-1),
+    "cell" (i + 1/2)/n, "periodic" j/n.
     """
 
-    def __init__(self, mean: torch.Tensor, std: torch.Tensor, eps: float = 1e-5, nodes: bool = True):
+    def __init__(self, mean: torch.Tensor, std: torch.Tensor, eps: float = 1e-5, nodes: bool = True, *,
+                 kind: Optional[str] = None, axes=None):
         super().__init__()
         mean = torch.as_tensor(mean, dtype=torch.float32)
         std = torch.as_tensor(std, dtype=torch.float32)
@@ -44,18 +45,31 @@ class UnitGaussianNormalizer(torch.nn.Module):
         self.register_buffer("mean", mean)
         self.register_buffer("std", std)
         self.eps = float(eps)
-        self.nodes = bool(nodes)
+        self.kind = kind or ("node" if nodes else "cell")
+        if self.kind not in _KINDS:
+            raise DataError(f"normalizer: grid kind must be one of {', '.join(_KINDS)}, got {self.kind!r}")
+        grid = tuple(mean.shape[:-1]) if mean.dim() > 1 else ()
+        if axes is None:
+            axes = [_standard_axis(self.kind, n) for n in grid]
+        self.axes = [np.asarray(a, dtype=np.float64).reshape(-1) for a in axes]
+        if tuple(len(a) for a in self.axes) != grid:
+            raise DataError(f"normalizer: coordinate axes of lengths {[len(a) for a in self.axes]} for a grid {grid}")
+
+    @property
+    def nodes(self) -> bool:
+        return self.kind == "node"
 
     @classmethod
-    def fit(cls, x, eps: float = 1e-5, *, per_point: bool = True, nodes: bool = True) -> UnitGaussianNormalizer:
+    def fit(cls, x, eps: float = 1e-5, *, per_point: bool = True, nodes: bool = True, kind: Optional[str] = None,
+            axes=None) -> UnitGaussianNormalizer:
         """Fit on ``x`` of shape ``(n_samples, *grid, channels)`` (statistics in float64, unbiased std)."""
         x = torch.as_tensor(np.asarray(x), dtype=torch.float64)
         if x.ndim < 2 or x.shape[0] < 2:
             raise DataError(f"a normalizer needs at least 2 training samples, found shape {tuple(x.shape)}")
         if per_point:
-            return cls(x.mean(0), x.std(0), eps, nodes)
+            return cls(x.mean(0), x.std(0), eps, nodes, kind=kind, axes=axes)
         flat = x.reshape(-1, x.shape[-1])
-        return cls(flat.mean(0), flat.std(0), eps, nodes)
+        return cls(flat.mean(0), flat.std(0), eps, nodes, kind=kind)
 
     @property
     def per_point(self) -> bool:
@@ -63,46 +77,96 @@ class UnitGaussianNormalizer(torch.nn.Module):
 
     def describe(self) -> dict:
         """The JSON-able description that rebuilds an empty normalizer of this shape (values come from weights)."""
-        return {"shape": list(self.mean.shape), "eps": self.eps, "nodes": self.nodes}
+        return {"shape": list(self.mean.shape), "eps": self.eps, "kind": self.kind,
+                "axes": [a.tolist() for a in self.axes]}
 
     @classmethod
     def empty(cls, desc: dict) -> UnitGaussianNormalizer:
         shape = tuple(desc["shape"])
-        return cls(torch.zeros(shape), torch.ones(shape), float(desc["eps"]), bool(desc["nodes"]))
+        return cls(torch.zeros(shape), torch.ones(shape), float(desc["eps"]), kind=desc.get("kind", "node"),
+                   axes=desc.get("axes"))
 
-    def _fields(self, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _fields(self, like: torch.Tensor, coords: Optional[torch.Tensor] = None):
         """mean and std + eps on the grid of ``like`` (batch, *grid, channels)."""
         mean, std = self.mean, self.std + self.eps
-        if self.per_point and tuple(mean.shape[:-1]) != tuple(like.shape[1:-1]):
-            mean, std = (resample(f, tuple(like.shape[1:-1]), self.nodes) for f in (mean, std))
+        grid = tuple(like.shape[1:-1])
+        if self.per_point and tuple(mean.shape[:-1]) != grid:
+            if len(grid) != mean.dim() - 1:
+                raise DataError(f"a normalizer of a {mean.dim() - 1}D grid cannot be evaluated on a grid {grid}")
+            if coords is not None:
+                c = coords[0]
+                targets = [c[(slice(None),) + (0,) * (len(grid) - 1) + (0,)] if k == 0 else
+                           c[(0,) * k + (slice(None),) + (0,) * (len(grid) - 1 - k) + (k,)] for k in range(len(grid))]
+                targets = [t.detach().double().cpu().numpy() for t in targets]
+            else:
+                targets = [_standard_axis(self.kind, n) for n in grid]
+            mats = [torch.as_tensor(_interp_matrix(a, t, self.kind == "periodic"), dtype=mean.dtype,
+                                    device=mean.device) for a, t in zip(self.axes, targets)]
+            mean, std = (_apply(mats, f) for f in (mean, std))
         return mean.to(like.dtype), std.to(like.dtype)
 
-    def encode(self, x: torch.Tensor) -> torch.Tensor:
-        """``(x - mean) / (std + eps)`` for ``x`` of shape ``(batch, *grid, channels)``."""
-        mean, std = self._fields(x)
+    def encode(self, x: torch.Tensor, coords: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """``(x - mean) / (std + eps)`` for ``x`` of shape ``(batch, *grid, channels)`` at ``coords`` (optional)."""
+        mean, std = self._fields(x, coords)
         return (x - mean) / std
 
-    def decode(self, x: torch.Tensor) -> torch.Tensor:
+    def decode(self, x: torch.Tensor, coords: Optional[torch.Tensor] = None) -> torch.Tensor:
         """Inverse of :meth:`encode`."""
-        mean, std = self._fields(x)
+        mean, std = self._fields(x, coords)
         return x * std + mean
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.encode(x)
 
     def extra_repr(self) -> str:
-        return f"shape={tuple(self.mean.shape)}, eps={self.eps:g}, nodes={self.nodes}"
+        return f"shape={tuple(self.mean.shape)}, eps={self.eps:g}, kind={self.kind}"
 
 
-def resample(field: torch.Tensor, grid: tuple, nodes: bool) -> torch.Tensor:
-    """(Bi)linear interpolation of a field ``(*grid0, channels)`` to ``(*grid, channels)`` on the unit domain."""
-    dim = field.dim() - 1
-    if dim not in (1, 2) or len(grid) != dim:
-        raise DataError(f"cannot evaluate a {dim}D normalizer on a grid of shape {grid}")
-    x = field.movedim(-1, 0)[None].float()  # (1, channels, *grid0)
-    mode = "linear" if dim == 1 else "bilinear"
-    out = F.interpolate(x, size=grid, mode=mode, align_corners=nodes)
-    return out[0].movedim(0, -1).to(field.dtype)
+_KINDS = ("node", "cell", "periodic")
+
+
+def _standard_axis(kind: str, n: int) -> np.ndarray:
+    if kind == "node":
+        return np.arange(n) / max(n - 1, 1)
+    if kind == "cell":
+        return (np.arange(n) + 0.5) / n
+    return np.arange(n) / n
+
+
+def _interp_matrix(x0: np.ndarray, x1: np.ndarray, periodic: bool) -> np.ndarray:
+    """The (n1, n0) matrix of linear interpolation from points ``x0`` (ascending) to ``x1``; constant beyond the
+    ends, or wrapped around the unit period."""
+    n0 = len(x0)
+    if n0 == 1:
+        return np.ones((len(x1), 1))
+    if periodic:
+        xe, x1 = np.append(x0, x0[0] + 1.0), np.mod(x1 - x0[0], 1.0) + x0[0]
+    else:
+        xe, x1 = x0, np.clip(x1, x0[0], x0[-1])
+    i = np.clip(np.searchsorted(xe, x1, side="right") - 1, 0, len(xe) - 2)
+    w = (x1 - xe[i]) / (xe[i + 1] - xe[i])
+    m = np.zeros((len(x1), len(xe)))
+    rows = np.arange(len(x1))
+    np.add.at(m, (rows, i), 1.0 - w)
+    np.add.at(m, (rows, i + 1), w)
+    if periodic:
+        m[:, 0] += m[:, -1]
+        m = m[:, :-1]
+    return m
+
+
+def _apply(mats: list, field: torch.Tensor) -> torch.Tensor:
+    """Apply one interpolation matrix per grid axis to ``field`` (*grid, channels)."""
+    for k, m in enumerate(mats):
+        field = torch.tensordot(m, field.movedim(k, 0), dims=1).movedim(0, k)
+    return field
+
+
+def resample(field: torch.Tensor, grid: tuple, kind: str = "node") -> torch.Tensor:
+    """Linear interpolation of a field ``(*grid0, channels)`` on a standard grid of ``kind`` to ``(*grid, channels)``."""
+    mats = [torch.as_tensor(_interp_matrix(_standard_axis(kind, n0), _standard_axis(kind, n1), kind == "periodic"),
+                            dtype=field.dtype) for n0, n1 in zip(field.shape[:-1], grid)]
+    return _apply(mats, field)
 
 
 def _count(value: Union[int, float, None], total: int, what: str, flag: str) -> int:
@@ -121,7 +185,7 @@ def make_splits(
     *,
     n_train: Optional[int] = None,
     n_val: Union[int, float] = 0.1,
-    n_test: Union[int, float, None] = 0.1,
+    n_test: Union[int, float, None] = None,
     train_pool: Optional[int] = None,
     where: str = "the training file",
 ) -> dict[str, np.ndarray]:

@@ -72,10 +72,11 @@ class Operator(nn.Module):
         self.zero_boundary = bool(zero_boundary)
 
     def forward(self, input: Tensor, coords: Tensor) -> Tensor:
-        x = input if self.input_normalizer is None else self.input_normalizer.encode(input)
+        x = input if self.input_normalizer is None else self.input_normalizer.encode(input, coords)
         y = self.model(x, coords)
         if self.target_normalizer is not None:
-            y = self.target_normalizer.decode(y)
+            same = tuple(y.shape[1:-1]) == tuple(input.shape[1:-1])
+            y = self.target_normalizer.decode(y, coords if same else None)
         if self.zero_boundary:
             ring = torch.ones_like(y)
             ring[:, 0], ring[:, -1], ring[:, :, 0], ring[:, :, -1] = 0, 0, 0, 0

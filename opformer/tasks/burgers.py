@@ -104,7 +104,7 @@ class BurgersTask(Task):
         normalizers = dict(normalizers or {})
         if options.normalize_input and "input" not in normalizers:
             tr = arrays["train"] if "train" in arrays else read_blocks(train_src, idx["train"], transform)
-            normalizers["input"] = UnitGaussianNormalizer.fit(tr["input"], nodes=False)
+            normalizers["input"] = UnitGaussianNormalizer.fit(tr["input"], kind="periodic", axes=[x])
         datasets = {split: FieldDataset(arrays[split], {"coords": x[:, None]}) for split in splits}
         return Bundle(datasets, normalizers, "periodic", (len(x),), (len(x),),
                       {"train": str(files["train"]), "test": str(files.get("test") or files["train"])})

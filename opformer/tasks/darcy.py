@@ -88,8 +88,8 @@ class DarcyTask(Task):
         normalizers = dict(normalizers or {})
         if "input" not in normalizers or "target" not in normalizers:
             tr = arrays["train"] if "train" in arrays else read_blocks(train_src, idx["train"], transform)
-            normalizers.setdefault("input", UnitGaussianNormalizer.fit(tr["input"], nodes=kind == "node"))
-            normalizers.setdefault("target", UnitGaussianNormalizer.fit(tr["target"], nodes=kind == "node"))
+            for role in ("input", "target"):
+                normalizers.setdefault(role, UnitGaussianNormalizer.fit(tr[role], kind=kind, axes=[x[::s]] * 2))
         xs = x[::s]
         datasets = {split: FieldDataset(arrays[split], {"coords": coords_2d(xs)}) for split in splits}
         return Bundle(datasets, normalizers, kind, (len(xs),) * 2, (len(xs),) * 2,

@@ -61,11 +61,12 @@ class DarcyInverseTask(Task):
         normalizers = dict(normalizers or {})
         if "input" not in normalizers:
             tr = arrays["train"] if "train" in arrays else read_blocks(train_src, idx["train"], transform)
-            normalizers["input"] = UnitGaussianNormalizer.fit(tr["input"], nodes=kind == "node")
+            normalizers["input"] = UnitGaussianNormalizer.fit(tr["input"], kind=kind, axes=[x[::s]] * 2)
         if options.noise > 0:
             norm = normalizers["input"]
             nf = arrays[splits[0]]["input"].shape[1]
-            std = norm._fields(torch.zeros(1, nf, nf, 1))[1].numpy()  # std + eps on this grid
+            grid = torch.as_tensor(coords_2d(x[::s]))[None]
+            std = norm._fields(torch.zeros(1, nf, nf, 1), grid)[1].numpy()  # std + eps on this grid
             for split in splits:
                 src = test_src if split == "test" else train_src
                 file_id = 1 if (split == "test" and test_src is not train_src) else 0
