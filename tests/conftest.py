@@ -1,4 +1,6 @@
-"""Small generated data files shared by the task tests (session scope: generated once)."""
+"""Small generated data files shared by the data, pde and task tests (session scope: generated once).
+
+Tiny recipes: the same code paths as the full-size ones at a fraction of the cost."""
 
 from __future__ import annotations
 
@@ -6,28 +8,27 @@ import pytest
 
 from opformer.pde import generate_dataset, make_recipe
 
-# Tiny recipes: the same code paths as the full-size ones at a fraction of the cost.
 SMALL_BURGERS = dict(n_samples=24, resolution=128, solve_resolution=64, steps=40)
 SMALL_DARCY = dict(n_samples=10, resolution=29)
 
 
 @pytest.fixture(scope="session")
-def task_data_dir(tmp_path_factory):
-    return tmp_path_factory.mktemp("task-data")
+def data_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("data")
 
 
 @pytest.fixture(scope="session")
-def burgers_file(task_data_dir):
+def burgers_file(data_dir):
     """24 samples of the R10 recipe on a periodic grid of 128 points."""
-    return generate_dataset(make_recipe("burgers", **SMALL_BURGERS), task_data_dir / "burgers.h5", workers=1,
+    return generate_dataset(make_recipe("burgers", **SMALL_BURGERS), data_dir / "burgers.h5", workers=1,
                             progress=False)
 
 
 @pytest.fixture(scope="session")
-def darcy_files(task_data_dir):
+def darcy_files(data_dir):
     """A training and an independent test file of 10 piececonst samples each, 29 x 29 cell centres."""
-    train = generate_dataset(make_recipe("darcy", **SMALL_DARCY), task_data_dir / "darcy_train.h5", workers=1,
+    train = generate_dataset(make_recipe("darcy", **SMALL_DARCY), data_dir / "darcy_train.h5", workers=1,
                              progress=False)
-    test = generate_dataset(make_recipe("darcy", split="test", **SMALL_DARCY), task_data_dir / "darcy_test.h5",
+    test = generate_dataset(make_recipe("darcy", split="test", **SMALL_DARCY), data_dir / "darcy_test.h5",
                             workers=1, progress=False)
     return train, test
