@@ -264,6 +264,46 @@ def _rms_backward_(g: Tensor, y: Tensor, rstd: Tensor) -> Tensor:
     return g.addcmul_(y, dot, value=-1.0 / d).mul_(rstd)
 
 
+#: elements of a backward temporary formed at once (a block of rows of one batch element): 1M, 4 MiB in float32
+_CHUNK_ELEMENTS = 1 << 20
+
+
+def _row_blocks(x: Tensor):
+    """(batch index, first row, end row) of blocks of about :data:`_CHUNK_ELEMENTS` elements of x (batch, n, d)."""
+    b, n, dm = x.shape
+    rows = max(1, _CHUNK_ELEMENTS // max(dm, 1))
+    for i in range(b):
+        for s in range(0, n, rows):
+            yield i, s, min(s + rows, n)
+
+
+class _ProjectionGrads:
+    """Accumulates, block of rows by block, the gradients of K = x W_k^T + b_k, V = x W_v^T + b_v from dK, dV:
+    dx (written block by block into one tensor), dW_k, db_k, dW_v, db_v (as ``needs_input_grad`` asks)."""
+
+    def __init__(self, x: Tensor, wk: Tensor, wv: Tensor, need):
+        self.x, self.wk, self.wv = x, wk, wv
+        self.dx = torch.empty_like(x) if need[0] else None
+        self.dwk = torch.zeros_like(wk) if need[1] else None
+        self.dbk = x.new_zeros(wk.shape[0]) if need[2] else None
+        self.dwv = torch.zeros_like(wv) if need[3] else None
+        self.dbv = x.new_zeros(wv.shape[0]) if need[4] else None
+
+    def add(self, i: int, s: int, e: int, gk: Tensor, gv: Tensor) -> None:
+        gk, gv = gk.reshape(e - s, -1), gv.reshape(e - s, -1)
+        xs = self.x[i, s:e]
+        if self.dx is not None:
+            torch.mm(gk, self.wk, out=self.dx[i, s:e]).addmm_(gv, self.wv)
+        for dw, db, g in ((self.dwk, self.dbk, gk), (self.dwv, self.dbv, gv)):
+            if dw is not None:
+                dw.addmm_(g.t(), xs)
+            if db is not None:
+                db += g.sum(0)
+
+    def result(self):
+        return self.dx, self.dwk, self.dbk, self.dwv, self.dbv
+
+
 class _KVMoments(torch.autograd.Function):
     """x -> raw moments of K^ = rms(x W_k^T + b_k), V^ = rms(x W_v^T + b_v) per head, with the coordinates and ones.
 
@@ -296,31 +336,20 @@ class _KVMoments(torch.autograd.Function):
     @staticmethod
     def backward(ctx, d_kv, d_1k, d_1v):
         x, wk, wv, k, v, rk, rv, pos1, w = ctx.saved_tensors
-        b, n, dm = x.shape
-        grads = []
-        for this, other, d_pair, d_1, r in ((k, v, d_kv.transpose(-1, -2), d_1k, rk), (v, k, d_kv, d_1v, rv)):
-            g = _head_apply(other, d_pair.contiguous())  # dK^ = V^ dR^T per head (dV^ = K^ dR)
-            g.view(b, n, dm).baddbmm_(pos1, d_1)
-            if w is not None:
-                g.mul_(w[:, :, None, None])
-            if ctx.normalized:
-                _rms_backward_(g, this, r)
-            grads.append(g.view(b * n, dm))
-        gk, gv = grads
-        need = ctx.needs_input_grad
-        x2 = x.reshape(b * n, dm)
-        dx = dwk = dbk = dwv = dbv = None
-        if need[0]:
-            dx = torch.mm(gk, wk).addmm_(gv, wv).view(b, n, dm)
-        if need[1]:
-            dwk = torch.mm(gk.t(), x2)
-        if need[2]:
-            dbk = gk.sum(0)
-        if need[3]:
-            dwv = torch.mm(gv.t(), x2)
-        if need[4]:
-            dbv = gv.sum(0)
-        return dx, dwk, dbk, dwv, dbv, None, None, None, None
+        d_kt, d_kv = d_kv.transpose(-1, -2).contiguous(), d_kv.contiguous()
+        acc = _ProjectionGrads(x, wk, wv, ctx.needs_input_grad)
+        for i, s, e in _row_blocks(x):
+            rows = (slice(i, i + 1), slice(s, e))
+            gk = _head_apply(v[rows], d_kt[i : i + 1])  # dK^ = V^ dR^T per head (dV^ = K^ dR)
+            gv = _head_apply(k[rows], d_kv[i : i + 1])
+            for g, this, d_1, r in ((gk, k, d_1k, rk), (gv, v, d_1v, rv)):
+                g.view(1, e - s, -1).baddbmm_(pos1[rows], d_1[i : i + 1])
+                if w is not None:
+                    g.mul_(w[rows][..., None, None])
+                if ctx.normalized:
+                    _rms_backward_(g, this[rows], r[rows])
+            acc.add(i, s, e, gk, gv)
+        return (*acc.result(), None, None, None, None)
 
 
 class _LowRankOut(torch.autograd.Function):
@@ -388,27 +417,30 @@ class _SoftKVMoments(torch.autograd.Function):
         b, n, dm = x.shape
         h = ctx.heads
         need = ctx.needs_input_grad
-        de = _head_apply(v.view(b, n, h, -1), d_ev.transpose(-1, -2).contiguous()).view(b, n, dm)
-        de.baddbmm_(left, d_le)
-        dv = _head_apply(e.view(b, n, h, -1), d_ev.contiguous()).view(b, n, dm)
-        dv.baddbmm_(left, d_lv)
-        if w is not None:
-            de.mul_(w[..., None])
-            dv.mul_(w[..., None])
-        dk = de.mul_(e)  # d(g * K^ + c): through the exponential
-        dg = (dk * k).sum((0, 1)) if need[5] else None
-        dc = dk.sum((0, 1)) if need[6] else None
-        dk.mul_(g)
-        if ctx.normalized:
-            _rms_backward_(dk.view(b, n, h, -1), k.view(b, n, h, -1), rk)
-            _rms_backward_(dv.view(b, n, h, -1), v.view(b, n, h, -1), rv)
-        gk, gv, x2 = dk.view(b * n, dm), dv.view(b * n, dm), x.reshape(b * n, dm)
-        dx = torch.mm(gk, wk).addmm_(gv, wv).view(b, n, dm) if need[0] else None
-        dwk = torch.mm(gk.t(), x2) if need[1] else None
-        dbk = gk.sum(0) if need[2] else None
-        dwv = torch.mm(gv.t(), x2) if need[3] else None
-        dbv = gv.sum(0) if need[4] else None
-        return dx, dwk, dbk, dwv, dbv, dg, dc, None, None, None, None
+        d_et, d_ev = d_ev.transpose(-1, -2).contiguous(), d_ev.contiguous()
+        acc = _ProjectionGrads(x, wk, wv, need)
+        dg = x.new_zeros(dm) if need[5] else None
+        dc = x.new_zeros(dm) if need[6] else None
+        for i, s, t in _row_blocks(x):
+            rows = (slice(i, i + 1), slice(s, t))
+            de = _head_apply(v[rows].view(1, t - s, h, -1), d_et[i : i + 1]).view(1, t - s, dm)
+            de.baddbmm_(left[rows], d_le[i : i + 1])
+            dv = _head_apply(e[rows].view(1, t - s, h, -1), d_ev[i : i + 1]).view(1, t - s, dm)
+            dv.baddbmm_(left[rows], d_lv[i : i + 1])
+            if w is not None:
+                de.mul_(w[rows][..., None])
+                dv.mul_(w[rows][..., None])
+            dk = de.mul_(e[rows])  # d(g * K^ + c): through the exponential
+            if dg is not None:
+                dg += (dk * k[rows]).sum((0, 1))
+            if dc is not None:
+                dc += dk.sum((0, 1))
+            dk.mul_(g)
+            if ctx.normalized:
+                _rms_backward_(dk.view(1, t - s, h, -1), k[rows].view(1, t - s, h, -1), rk[rows])
+                _rms_backward_(dv.view(1, t - s, h, -1), v[rows].view(1, t - s, h, -1), rv[rows])
+            acc.add(i, s, t, dk, dv)
+        return (*acc.result(), dg, dc, None, None, None, None)
 
 
 class _FeatureSoftmaxOut(torch.autograd.Function):

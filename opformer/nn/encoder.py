@@ -7,24 +7,22 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
+from .activations import ACTIVATIONS, activation
 from .attention import SimpleAttention
 
 __all__ = ["FeedForward", "EncoderLayer", "Encoder", "NORM_SCHEMES", "ACTIVATIONS"]
 
 NORM_SCHEMES = ("galerkin", "regular")
-ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU, "silu": nn.SiLU}
 
 
-def activation(name: str) -> nn.Module:
-    """An activation module by name (relu, gelu, silu)."""
-    if name not in ACTIVATIONS:
-        raise ValueError(f"unknown activation {name!r}; known: {sorted(ACTIVATIONS)}")
-    return ACTIVATIONS[name]()
+#: elements of a backward temporary formed at once (a block of rows): 1M floats, 4 MiB in float32
+_CHUNK_ELEMENTS = 1 << 20
 
 
 class _ReluFFNResidual(torch.autograd.Function):
     """y + W2 relu(W1 y + b1) + b2 over the rows of y (..., d): the ReLU in place on the hidden layer, its backward in
-    place on the hidden gradient, the residual inside the products; saves y and the hidden layer only."""
+    place on the hidden gradient, formed a block of rows at a time (no n x d_ff temporary), the residual inside the
+    products; saves y and the hidden layer only."""
 
     @staticmethod
     def forward(ctx, y, w1, b1, w2, b2):
@@ -42,12 +40,23 @@ class _ReluFFNResidual(torch.autograd.Function):
         need = ctx.needs_input_grad
         dw2 = torch.mm(d2.t(), hidden) if need[3] else None
         db2 = d2.sum(0) if need[4] else None
-        dh = torch.mm(d2, w2)
-        torch.ops.aten.threshold_backward.grad_input(dh, hidden, 0, grad_input=dh)
-        dw1 = torch.mm(dh.t(), y2) if need[1] else None
-        db1 = dh.sum(0) if need[2] else None
-        dy = torch.addmm(d2, dh, w1).view(ctx.shape) if need[0] else None
-        return dy, dw1, db1, dw2, db2
+        rows, width = hidden.shape
+        chunk = max(1, min(rows, _CHUNK_ELEMENTS // width))  # the hidden gradient is formed a block of rows at a time
+        dh_buf = hidden.new_empty(chunk, width)
+        dw1 = torch.zeros_like(w1) if need[1] else None
+        db1 = hidden.new_zeros(width) if need[2] else None
+        dy = torch.empty_like(y2) if need[0] else None
+        for s in range(0, rows, chunk):
+            e = min(s + chunk, rows)
+            dh = torch.mm(d2[s:e], w2, out=dh_buf[: e - s])
+            torch.ops.aten.threshold_backward.grad_input(dh, hidden[s:e], 0, grad_input=dh)
+            if dw1 is not None:
+                dw1.addmm_(dh.t(), y2[s:e])
+            if db1 is not None:
+                db1 += dh.sum(0)
+            if dy is not None:
+                torch.addmm(d2[s:e], dh, w1, out=dy[s:e])
+        return None if dy is None else dy.view(ctx.shape), dw1, db1, dw2, db2
 
 
 class FeedForward(nn.Module):

@@ -429,6 +429,23 @@ def test_fused_path_equals_explicit_heads_values_and_gradients(kind, pos_dim, no
             torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12, msg=name)
 
 
+@pytest.mark.parametrize("kind", ["galerkin", "linear"])
+def test_fused_backward_in_row_blocks_equals_one_block(kind, monkeypatch):
+    """The fused backward forms its n-sized temporaries a block of rows at a time and accumulates the weight
+    gradients over the blocks: blocks of 5 rows (uneven, across batch elements) give the same gradients."""
+    from opformer.nn import attention as A
+
+    fused, plain = _perturbed_pair(kind, pos_dim=1)
+    torch.manual_seed(2)
+    x = torch.randn(2, 23, 12, dtype=torch.float64, requires_grad=True)
+    pos, w = torch.rand(2, 23, 1, dtype=torch.float64), torch.rand(2, 23, dtype=torch.float64)
+    monkeypatch.setattr(A, "_CHUNK_ELEMENTS", 5 * 12)
+    gf = torch.autograd.grad(fused(x, pos, w).square().sum(), [x, *fused.parameters()])
+    gp = torch.autograd.grad(plain(x, pos, w).square().sum(), [x, *plain.parameters()])
+    for a, b in zip(gf, gp):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+
 def test_fused_path_applies_only_where_it_is_the_same_function():
     """Falls back to the explicit heads for low precision, under autocast, and for coordinates that need a gradient;
     attention dropout acts on the small (p+d) x (p+d) matrix on both paths (same distribution, stochastic)."""

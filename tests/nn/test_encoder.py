@@ -71,11 +71,17 @@ def test_torch_compile_matches_eager(kind):
     torch.testing.assert_close(compiled(x, pos), layer(x, pos), rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("chunk", [None, 7 * 32])
 @pytest.mark.parametrize("scheme", ["galerkin", "regular"])
 @pytest.mark.parametrize("kind", KINDS)
-def test_fused_residual_sums_equal_the_plain_composition(kind, scheme):
+def test_fused_residual_sums_equal_the_plain_composition(kind, scheme, chunk, monkeypatch):
     """Without active residual dropout the layer takes x + Attn(x) and y + g(y) inside fused functions (ReLU and its
-    backward in place): the same function as the composition of eqs. (4)/(7), values and gradients, float64."""
+    backward in place, the hidden gradient a block of rows at a time: here also blocks of 7 rows): the same
+    function as the composition of eqs. (4)/(7), values and gradients, float64."""
+    if chunk is not None:
+        from opformer.nn import encoder as E
+
+        monkeypatch.setattr(E, "_CHUNK_ELEMENTS", chunk)
     torch.manual_seed(0)
     layer = EncoderLayer(16, 2, kind, 32, pos_dim=1, norm_scheme=scheme).double()
     with torch.no_grad():
