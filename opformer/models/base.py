@@ -10,7 +10,8 @@ from typing import Any, ClassVar, Optional
 from torch import Tensor, nn
 
 from ..nn.attention import FOURIER_ORDERS, KERNELS
-from ..nn.encoder import ACTIVATIONS, NORM_SCHEMES
+from ..nn.activations import ACTIVATIONS
+from ..nn.encoder import NORM_SCHEMES
 
 __all__ = ["OperatorModel", "EncoderConfig", "make_config", "closest"]
 

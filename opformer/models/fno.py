@@ -14,7 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from ..nn.cinn import resize2d
-from ..nn.encoder import ACTIVATIONS
+from ..nn.activations import ACTIVATIONS, activation
 from ..nn.spectral import SpectralConv1d, SpectralConv2d
 from .base import OperatorModel, _choice, _positive_int
 
@@ -68,9 +68,9 @@ class _FNO(OperatorModel):
         self.layers = nn.ModuleList(
             [self.conv_class(cfg.width, cfg.width, cfg.modes) for _ in range(cfg.num_layers)]
         )
-        self.act = ACTIVATIONS[cfg.activation]()
+        self.act = activation(cfg.activation)
         self.head = nn.Sequential(
-            nn.Linear(cfg.width, cfg.head_width), ACTIVATIONS[cfg.activation](), nn.Linear(cfg.head_width, cfg.out_channels)
+            nn.Linear(cfg.width, cfg.head_width), activation(cfg.activation), nn.Linear(cfg.head_width, cfg.out_channels)
         )
 
     def _run(self, x: Tensor, coords: Tensor) -> Tensor:

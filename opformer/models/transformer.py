@@ -17,7 +17,8 @@ from torch import Tensor, nn
 
 from ..nn.cinn import CiNNDownscaler2d, CiNNUpscaler2d, resize2d
 from ..nn.decoders import PointwiseDecoder, SpectralDecoder1d, SpectralDecoder2d
-from ..nn.encoder import ACTIVATIONS, Encoder
+from ..nn.activations import ACTIVATIONS
+from ..nn.encoder import Encoder
 from .base import EncoderConfig, OperatorModel, _choice, _positive_int, _rate
 
 __all__ = [

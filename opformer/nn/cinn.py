@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .encoder import ACTIVATIONS
+from .activations import activation as _activation
 
 __all__ = ["middle_size", "resize2d", "CiNNDownscaler2d", "CiNNUpscaler2d"]
 
@@ -35,10 +35,6 @@ def _pair(size: Size2d, what: str) -> tuple[int, int]:
     return pair  # type: ignore[return-value]
 
 
-def _activation(name: str) -> nn.Module:
-    if name not in ACTIVATIONS:
-        raise ValueError(f"unknown activation {name!r}; known: {sorted(ACTIVATIONS)}")
-    return ACTIVATIONS[name]()
 
 
 def middle_size(n_from: int, n_to: int) -> int:

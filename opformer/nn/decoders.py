@@ -15,16 +15,12 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
-from .encoder import ACTIVATIONS
+from .activations import activation as _activation
 from .spectral import SpectralConv1d, SpectralConv2d
 
 __all__ = ["SpectralDecoder1d", "SpectralDecoder2d", "PointwiseDecoder"]
 
 
-def _activation(name: str) -> nn.Module:
-    if name not in ACTIVATIONS:
-        raise ValueError(f"unknown activation {name!r}; known: {sorted(ACTIVATIONS)}")
-    return ACTIVATIONS[name]()
 
 
 def _positive(**values: int) -> None:
