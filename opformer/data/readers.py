@@ -108,7 +108,7 @@ class _File:
                             f"{self.path}: incomplete data file ({self.header['n_done']} of {n} samples written); "
                             f"finish the generation first"
                         )
-                    self.coords = {k: h5[k][...] for k in ("x", "y") if k in h5}
+                    self.coords = {k: h5[k][...] for k in ("x", "y", "t") if k in h5}
                 self._missing([k for k in h5 if isinstance(h5[k], h5py.Dataset)])
                 self.shapes = {}
                 for key in self.keys:
@@ -185,12 +185,16 @@ class _File:
         if self.memory is not None:
             out = self.memory[key][lo:hi]
         else:
-            with h5py.File(self.path, "r") as h5:
-                ds = h5[key]
-                if self.transposed:
-                    out = np.transpose(ds[..., lo:hi])
-                else:
-                    out = ds[lo:hi]
+            try:
+                with h5py.File(self.path, "r") as h5:
+                    ds = h5[key]
+                    if self.transposed:
+                        out = np.transpose(ds[..., lo:hi])
+                    else:
+                        out = ds[lo:hi]
+            except OSError as exc:  # a failed Fletcher-32 checksum or a damaged chunk
+                raise DataError(f"{self.path}: key {key!r}, samples [{lo}, {hi}): cannot be read ({exc}); a checksum "
+                                "failure means the file was damaged after writing: regenerate it") from None
         return np.asarray(out, dtype=np.float64)
 
 

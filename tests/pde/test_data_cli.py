@@ -63,7 +63,7 @@ def test_prepare_generates_a_presets_files_once_and_shares_them(tmp_path, monkey
     """`opformer data prepare PRESET` writes the files `opformer train PRESET` would generate, into the cache;
     a second preset with the same recipe reuses them (nothing regenerated)."""
     monkeypatch.setenv("OPFORMER_DATA", str(tmp_path / "cache"))
-    body = ("problem: darcy\ndata:\n  resolution: 15\n  recipe: {n_samples: 3, resolution: 29}\n"
+    body = ("task: darcy\ndata:\n  resolution: 15\n  recipe: {n_samples: 3, resolution: 29}\n"
             "  test_recipe: {n_samples: 2}\nmodel: darcy-fno\n")
     a, b = tmp_path / "a.yaml", tmp_path / "b.yaml"
     a.write_text(body)
