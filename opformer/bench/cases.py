@@ -37,11 +37,18 @@ def attention_case(
     threads: Optional[int] = None,
     seed: int = 0,
     impl: str = "opformer",
+    fused: bool = True,
+    compare_reference: bool = False,
+    matmul_size: Optional[int] = None,
 ) -> dict:
     """An encoder stack of ``layers`` layers of attention ``kind`` on ``n`` points (eq. 4 scheme, FFN 2*d_model).
 
     ``impl="reference"`` builds the same stack from the paper's reference layer instead (``galerkin-transformer``
     0.2.1, configurable dropouts 0, its hard-wired p=0.5 attention dropout left on, as its users run it).
+    ``fused=False`` evaluates galerkin/linear by the explicit heads (``SimpleAttention(fused=False)``).
+    ``compare_reference=True`` also times the reference stack on the same input, interleaved with ours in the same
+    process.  The machine's matmul rate (a ``matmul_size``^3 product, default 2048 on CPU) is always timed
+    interleaved with the case, so both see the same load.
     """
     if repeats < 1 or warmup < 1:
         raise ValueError(f"repeats and warmup must be >= 1, got {repeats}, {warmup}")
@@ -69,6 +76,9 @@ def attention_case(
         "warmup": int(warmup),
         "threads": threads,
         "seed": int(seed),
+        "fused": bool(fused),
+        "compare_reference": bool(compare_reference),
+        "matmul_size": matmul_size,
     }
 
 
@@ -84,6 +94,7 @@ def model_case(
     warmup: int = 1,
     threads: Optional[int] = None,
     seed: int = 0,
+    matmul_size: Optional[int] = None,
 ) -> dict:
     """A whole model from ``opformer.models.model_preset(preset)`` at resolution ``n`` (points per dimension)."""
     from opformer.models import model_preset
@@ -106,6 +117,7 @@ def model_case(
         "warmup": int(warmup),
         "threads": threads,
         "seed": int(seed),
+        "matmul_size": matmul_size,
     }
 
 
@@ -150,6 +162,7 @@ def build_case(case: dict):
             pos_dim=case["pos_dim"],
             chunk_size=case["chunk_size"],
             fourier_order=case.get("fourier_order") or "quadratic",
+            fused=case.get("fused", True),
         )
         b, n = case["batch"], case["n"]
         x = torch.randn(b, n, case["d_model"])
@@ -195,4 +208,7 @@ def estimate_memory_bytes(case: dict) -> int:
             quad = (L + 2) * b * h * n * n * e
             if case.get("impl") == "reference":
                 quad *= 2  # the reference also keeps the n x n dropout mask and a scaled copy of the scores
-    return int(linear + quad)
+    total = int(linear + quad)
+    if case.get("compare_reference") and case.get("impl") != "reference":  # the reference runs in the same process
+        total += estimate_memory_bytes({**case, "impl": "reference", "compare_reference": False})
+    return total

@@ -21,12 +21,14 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--compile", action="store_true", help="time torch.compile(module) (compilation is in warm-up)")
     p.add_argument("--repeats", type=int, default=5, help="timed forward+backward passes; the median is reported")
     p.add_argument("--warmup", type=int, default=1, help="untimed passes first (>= 1; the first measures memory)")
-    p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads in the worker (CPU)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch threads (default: the CPUs this process may use: affinity and cgroup quota)")
     p.add_argument("--timeout", type=float, default=None, help="seconds per case before it is skipped")
     p.add_argument("--in-process", action="store_true",
                    help="run every case in this process (faster; CPU peak memory then less clean)")
     p.add_argument("--matmul-size", type=int, default=None,
-                   help="size of the square product that measures the machine's matmul rate (default 1024 CPU, 4096 GPU)")
+                   help="size of the square product that measures the machine's matmul rate, at the start and "
+                        "interleaved with every case (default 2048 CPU, 4096 GPU)")
     p.add_argument("--json", metavar="FILE", help="write the records (a JSON list) here")
     p.add_argument("--plot", metavar="PNG", help="write a log-log plot of time and memory against n here")
 
@@ -47,13 +49,21 @@ def _log(rec: dict) -> None:
         print(f"{label:24s} n={rec['n']:>8d}  {rec['status']}: {rec['note']}", flush=True)
         return
     frac = rec.get("fraction_of_matmul_rate")
-    print(
+    frac_model = rec.get("fraction_of_matmul_rate_model_flops")
+    model = rec.get("flops_model_fwd_bwd")
+    line = (
         f"{label:24s} n={rec['n']:>8d}  {rec['seconds_fwd_bwd']:9.4f} s  {_fmt_bytes(rec['peak_memory_bytes']):>12s}  "
-        f"{rec['flops_fwd_bwd'] / 1e9:10.2f} GFLOP  {rec['gflops_per_s']:8.2f} GFLOP/s"
-        + (f"  ({100 * frac:.0f}% of matmul)" if frac else "")
-        + f"  load {rec['loadavg'][0] if rec.get('loadavg') else '?'}",
-        flush=True,
+        f"{rec['flops_fwd_bwd'] / 1e9:8.2f} GFLOP  {rec['gflops_per_s']:7.2f} GFLOP/s"
     )
+    if frac:
+        line += f"  {frac:.2f} of matmul"
+    if model and model != rec["flops_fwd_bwd"] and frac_model:
+        line += f" ({model / 1e9:.2f} GFLOP of the explicit layer: {frac_model:.2f} of matmul)"
+    if rec.get("matmul_gflops_fp32_interleaved"):
+        line += f"  [matmul {rec['matmul_gflops_fp32_interleaved']:.1f} GFLOP/s same run]"
+    if rec.get("ratio_to_reference") is not None:
+        line += f"  ref {rec['reference_seconds_fwd_bwd']:.4f} s, ours/ref {rec['ratio_to_reference']:.3f}"
+    print(line + f"  load {rec['loadavg'][0] if rec.get('loadavg') else '?'}", flush=True)
 
 
 def _finish(records: list[dict], args) -> int:
@@ -74,20 +84,27 @@ def _finish(records: list[dict], args) -> int:
 
 
 def _header(machine: dict) -> None:
-    rates = ", ".join(f"{k[len('matmul_gflops_'):]} matmul {v:.1f} GFLOP/s"
+    rates = ", ".join(f"{k[len('matmul_gflops_'):]} {machine.get('matmul_size', '')}^3 matmul {v:.1f} GFLOP/s"
                       for k, v in machine.items() if k.startswith("matmul_gflops_"))
-    print(f"# {machine.get('gpu') or machine['cpu']}; {machine['cpu_count']} cores, torch {machine['torch']}, "
+    isa = f" ({machine['isa']}; torch kernels {machine.get('torch_cpu_capability')})" if machine.get("isa") else ""
+    print(f"# {machine.get('gpu') or machine['cpu']}{isa}; {machine['cpu_count']} cores "
+          f"({machine.get('cpus_available', '?')} available), torch {machine['torch']}, "
           f"{machine['torch_threads']} threads; {rates}; load {machine['loadavg']}", flush=True)
 
 
-def cmd_attention(args) -> int:
-    import torch
+def _threads(args) -> int:
+    """Choose and set the torch threads (``--threads`` or the CPUs available), print why and any overload."""
+    from .threads import apply_threads
 
+    args.threads = apply_threads(args.threads, log=lambda s: print(s, flush=True))
+    return args.threads
+
+
+def cmd_attention(args) -> int:
     from .runner import machine_with_rates
     from .suite import bench_attention
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    _threads(args)
     unknown = [k for k in args.kinds if k not in KINDS]
     if unknown:
         from opformer.nn import KERNELS
@@ -99,28 +116,29 @@ def cmd_attention(args) -> int:
     machine = machine_with_rates(args.device, args.dtype, args.matmul_size)
     _header(machine)
     max_memory = None if args.max_memory is None else int(args.max_memory * 2**30)
-    impls = ["opformer", "reference"] if args.reference else ["opformer"]
-    records = []
-    for impl in impls:
-        records += bench_attention(
-            args.kinds, args.n, max_memory=max_memory, isolate=not args.in_process, timeout=args.timeout,
-            machine=machine, log=_log, d_model=args.d_model, n_heads=args.heads, batch=args.batch,
-            layers=args.layers, pos_dim=args.pos_dim, chunk_size=args.chunk_size,
-            fourier_order=args.fourier_order, device=args.device,
-            dtype=args.dtype, compile=args.compile, repeats=args.repeats, warmup=args.warmup, threads=args.threads,
-            impl=impl,
-        )
+    if args.reference:
+        from .reference import reference_available
+
+        if not reference_available():
+            print("error: --reference needs the reference package: pip install --no-deps galerkin-transformer==0.2.1",
+                  file=sys.stderr)
+            return 2
+    records = bench_attention(
+        args.kinds, args.n, max_memory=max_memory, isolate=not args.in_process, timeout=args.timeout,
+        machine=machine, log=_log, d_model=args.d_model, n_heads=args.heads, batch=args.batch,
+        layers=args.layers, pos_dim=args.pos_dim, chunk_size=args.chunk_size,
+        fourier_order=args.fourier_order, device=args.device,
+        dtype=args.dtype, compile=args.compile, repeats=args.repeats, warmup=args.warmup, threads=args.threads,
+        fused=not args.no_fused, compare_reference=args.reference, matmul_size=args.matmul_size,
+    )
     return _finish(records, args)
 
 
 def cmd_model(args) -> int:
-    import torch
-
     from .runner import machine_with_rates
     from .suite import bench_model
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    _threads(args)
     machine = machine_with_rates(args.device, args.dtype, args.matmul_size)
     _header(machine)
     records = []
@@ -128,7 +146,7 @@ def cmd_model(args) -> int:
         records += bench_model(
             preset, args.n, isolate=not args.in_process, timeout=args.timeout, machine=machine, log=_log,
             batch=args.batch, device=args.device, dtype=args.dtype, compile=args.compile, repeats=args.repeats,
-            warmup=args.warmup, threads=args.threads,
+            warmup=args.warmup, threads=args.threads, matmul_size=args.matmul_size,
         )
     return _finish(records, args)
 
@@ -157,7 +175,10 @@ def register(subparsers) -> argparse.ArgumentParser:
     a.add_argument("--max-memory", type=float, default=None,
                    help="GiB; cases estimated above it are skipped with a note (default 80%% of available memory)")
     a.add_argument("--reference", action="store_true",
-                   help="also run the paper's reference layer (galerkin-transformer 0.2.1) on the same cases")
+                   help="also time the paper's reference layer (galerkin-transformer 0.2.1) on the same input, "
+                        "interleaved with ours in the same process, and print ours/ref")
+    a.add_argument("--no-fused", action="store_true",
+                   help="evaluate galerkin/linear by the explicit heads (SimpleAttention(fused=False))")
     _common(a)
     a.set_defaults(func=cmd_attention)
 

@@ -17,6 +17,9 @@ __all__ = [
     "fwd_bwd_step",
     "count_flops",
     "matmul_rate",
+    "matmul_step",
+    "default_matmul_size",
+    "cpu_isa",
     "machine_info",
     "loadavg",
     "peak_rss_bytes",
@@ -115,6 +118,19 @@ def _extra_flop_formulas() -> dict:
     return extra
 
 
+def default_matmul_size(device="cpu") -> int:
+    """Size of the square product that measures the matmul rate: 2048 on CPU, 4096 on GPU."""
+    return 4096 if torch.device(device).type == "cuda" else 2048
+
+
+def matmul_step(device="cpu", dtype=torch.float32, size: Optional[int] = None) -> tuple[Callable[[], object], int]:
+    """(a closure computing one ``size``^3 product, its FLOPs): to time the matmul rate interleaved with a case."""
+    size = size or default_matmul_size(device)
+    a = torch.randn(size, size, device=device, dtype=dtype)
+    b = torch.randn(size, size, device=device, dtype=dtype)
+    return (lambda: torch.matmul(a, b)), 2 * size**3
+
+
 def matmul_rate(
     device="cpu", dtype=torch.float32, size: Optional[int] = None, repeats: int = 5, skinny: bool = False
 ) -> float:
@@ -124,7 +140,7 @@ def matmul_rate(
     """
     device = torch.device(device)
     if size is None:
-        size = 4096 if device.type == "cuda" else 1024
+        size = default_matmul_size(device)
     if skinny:
         a = torch.randn(128, 65536, device=device, dtype=dtype)
         b = torch.randn(65536, 128, device=device, dtype=dtype)
@@ -146,6 +162,38 @@ def _cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
+
+
+#: instruction-set flags of /proc/cpuinfo that decide CPU matmul speed (vector width, fused multiply-add, bf16/int8)
+ISA_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "avx_vnni", "amx_tile", "amx_bf16", "amx_int8")
+
+
+def cpu_isa() -> dict:
+    """The CPU's vector ISA: ``isa`` ("AVX-512", "AVX2", ... from the /proc/cpuinfo flags), the relevant ``isa_flags``
+    present, and ``torch_cpu_capability`` (the kernels torch dispatches to, e.g. "AVX2", "AVX512")."""
+    flags: set[str] = set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith(("flags", "Features")):
+                    flags = set(line.split(":", 1)[1].split())
+                    break
+    except OSError:
+        pass
+    present = [f for f in ISA_FLAGS if f in flags]
+    if "avx512f" in flags:
+        isa = "AVX-512"
+    elif "avx2" in flags:
+        isa = "AVX2"
+    elif flags:
+        isa = "pre-AVX2" if platform.machine() in ("x86_64", "AMD64") else platform.machine()
+    else:
+        isa = platform.machine() or "unknown"
+    try:
+        cap = torch.backends.cpu.get_cpu_capability()
+    except (AttributeError, RuntimeError):
+        cap = None
+    return {"isa": isa, "isa_flags": present, "torch_cpu_capability": cap}
 
 
 def _total_ram() -> Optional[int]:
@@ -177,10 +225,14 @@ def loadavg() -> Optional[list[float]]:
 
 def machine_info(device="cpu") -> dict:
     """What the figures were measured on: CPU model, cores, threads used, RAM, GPU, torch version, load."""
+    from .threads import available_cpus
+
     device = torch.device(device)
     info = {
         "cpu": _cpu_model(),
+        **cpu_isa(),
         "cpu_count": os.cpu_count(),
+        "cpus_available": available_cpus()[0],
         "torch_threads": torch.get_num_threads(),
         "ram_bytes": _total_ram(),
         "platform": platform.platform(),

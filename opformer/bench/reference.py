@@ -48,6 +48,10 @@ def reference_layer_class():
     spec = importlib.util.find_spec("galerkin_transformer")
     if spec is None:
         raise ImportError("the reference package is not installed: pip install --no-deps galerkin-transformer==0.2.1")
+    try:  # torch._dynamo inspects installed modules when first imported and fails on stand-ins: import it first
+        import torch._dynamo  # noqa: F401
+    except ImportError:
+        pass
     for name in _UNUSED:
         if importlib.util.find_spec(name) is None and name not in sys.modules:
             sys.modules[name] = _stub(name)

@@ -32,11 +32,11 @@ _MARK = "@@opformer-bench-record@@"
 def machine_with_rates(device: str = "cpu", dtype: str = "float32", size: Optional[int] = None) -> dict:
     """:func:`measure.machine_info` plus the measured fp32 matmul rate (and that of ``dtype`` if it is not fp32).
 
-    The rate is the median of 5 square ``size``^3 products (default 1024 on CPU, 4096 on CUDA), in GFLOP/s.
+    The rate is the median of 5 square ``size``^3 products (default 2048 on CPU, 4096 on CUDA), in GFLOP/s.
     """
     info = measure.machine_info(device)
     info["matmul_gflops_fp32"] = measure.matmul_rate(device, torch.float32, size=size) / 1e9
-    info["matmul_size"] = size or (4096 if torch.device(device).type == "cuda" else 1024)
+    info["matmul_size"] = size or measure.default_matmul_size(device)
     if dtype != "float32":
         info[f"matmul_gflops_{dtype}"] = measure.matmul_rate(device, DTYPES[dtype], size=size) / 1e9
     return info
@@ -104,10 +104,29 @@ def run_case_inprocess(case: dict, machine: Optional[dict] = None) -> dict:
                 )
         # FLOPs on the uncompiled module (the counter needs eager dispatch); same math
         rec["flops_fwd_bwd"] = measure.count_flops(measure.fwd_bwd_step(module, *inputs))
-        times = measure.time_fn(step, repeats=case["repeats"], warmup=max(case["warmup"] - 1, 0), device=device)
+        rec["flops_model_fwd_bwd"] = _model_flops(case, rec["flops_fwd_bwd"])
+        # the case, the machine's matmul (and the reference), timed round-robin: the same load for all
+        mm, mm_flops = measure.matmul_step(device, torch.float32, case.get("matmul_size"))
+        fns = {"case": step, "matmul": mm}
+        if case.get("compare_reference"):
+            ref_module, ref_inputs = build_case({**case, "impl": "reference"})
+            ref_step = measure.fwd_bwd_step(ref_module, *ref_inputs)
+            rec["reference_flops_fwd_bwd"] = measure.count_flops(ref_step)
+            fns["reference"] = ref_step
+        all_times = measure.interleaved_times(
+            fns, repeats=case["repeats"], warmup=max(case["warmup"] - 1, 0), device=device
+        )
+        times = all_times["case"]
         rec["seconds_all"] = times
         rec["seconds_fwd_bwd"] = statistics.median(times)
         rec["gflops_per_s"] = rec["flops_fwd_bwd"] / rec["seconds_fwd_bwd"] / 1e9
+        rec["model_gflops_per_s"] = rec["flops_model_fwd_bwd"] / rec["seconds_fwd_bwd"] / 1e9
+        rec["matmul_size_interleaved"] = round((mm_flops / 2) ** (1 / 3))
+        rec["matmul_gflops_fp32_interleaved"] = mm_flops / statistics.median(all_times["matmul"]) / 1e9
+        if "reference" in all_times:
+            rec["reference_seconds_all"] = all_times["reference"]
+            rec["reference_seconds_fwd_bwd"] = statistics.median(all_times["reference"])
+            rec["ratio_to_reference"] = rec["seconds_fwd_bwd"] / rec["reference_seconds_fwd_bwd"]
     except Exception as err:  # noqa: BLE001 - a case that fails is reported, not crashed
         rec["status"] = "skipped" if _is_oom(err) else "failed"
         rec["note"] = f"{type(err).__name__}: {str(err).splitlines()[0][:300] if str(err) else ''}"
@@ -117,12 +136,30 @@ def run_case_inprocess(case: dict, machine: Optional[dict] = None) -> dict:
     return rec
 
 
+def _model_flops(case: dict, executed: int) -> int:
+    """FLOPs of the layer as the paper's algorithm evaluates it (explicit heads, counted on the unfused twin): the
+    fused paths reassociate the same function and execute fewer.  Equal to ``executed`` for other cases."""
+    if case["what"] != "attention" or case.get("impl") == "reference" or not case.get("fused", True):
+        return executed
+    from ..nn import KERNELS, galerkin_attention, linear_attention
+
+    if KERNELS.get(case["kind"]) not in (galerkin_attention, linear_attention):
+        return executed
+    twin, inputs = build_case({**case, "fused": False})
+    return measure.count_flops(measure.fwd_bwd_step(twin, *inputs))
+
+
 def _attach_machine(rec: dict, machine: dict) -> None:
+    """Attach the machine; the fractions of the matmul rate use the rate timed interleaved with the case when there
+    is one (same load), else the rate measured at the start of the run."""
     rec["machine"] = machine
     rate = machine.get("matmul_gflops_fp32")
     rec["matmul_gflops_fp32"] = rate
+    rate = rec.get("matmul_gflops_fp32_interleaved") or rate
     if rate and rec.get("gflops_per_s"):
         rec["fraction_of_matmul_rate"] = rec["gflops_per_s"] / rate
+    if rate and rec.get("model_gflops_per_s"):
+        rec["fraction_of_matmul_rate_model_flops"] = rec["model_gflops_per_s"] / rate
 
 
 def run_case(case: dict, *, machine: Optional[dict] = None, isolate: bool = True, timeout: Optional[float] = None):

@@ -51,7 +51,7 @@ class _ReluFFNResidual(torch.autograd.Function):
             dh = torch.mm(d2[s:e], w2, out=dh_buf[: e - s])
             torch.ops.aten.threshold_backward.grad_input(dh, hidden[s:e], 0, grad_input=dh)
             if dw1 is not None:
-                dw1.addmm_(dh.t(), y2[s:e])
+                torch.addmm(dw1, dh.t(), y2[s:e], out=dw1)  # not dw1.addmm_: the FLOP counter skips in-place ops
             if db1 is not None:
                 db1 += dh.sum(0)
             if dy is not None:

@@ -53,3 +53,24 @@ def test_softmax_kernel_flops_are_counted_and_grow_16x():
     f1 = _kernel_flops(lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(q, k, v), 64)
     assert f1 > 0
     assert _kernel_flops(lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(q, k, v), 256) == 16 * f1
+
+
+def test_fused_paths_are_seen_by_the_flop_counter():
+    """The fused FFN does the products of Linear-ReLU-Linear (forward 2, backward 4): the counter sees the same
+    FLOPs; the fused attention reassociates the explicit heads' products and executes fewer, never more."""
+    from opformer.nn import EncoderLayer
+
+    torch.manual_seed(0)
+    layer = EncoderLayer(16, 2, "galerkin", 32, pos_dim=1)
+    y = torch.randn(2, 64, 16, requires_grad=True)
+    fused = count_flops(lambda: layer.ffn.residual(y).square().sum().backward())
+    plain = count_flops(lambda: (y + layer.ffn(y)).square().sum().backward())
+    assert fused == plain > 0
+    for kind in ("galerkin", "linear"):
+        f, e = (_layer_flops_fused(kind, 256, fused) for fused in (True, False))
+        assert 0.5 * e < f < e
+
+
+def _layer_flops_fused(kind, n, fused):
+    module, inputs = build_case(attention_case(kind, n, d_model=16, n_heads=2, batch=1, fused=fused))
+    return count_flops(fwd_bwd_step(module, *inputs))

@@ -1,0 +1,117 @@
+"""How many torch threads a process should use: the CPUs it may run on, not the CPUs the machine has.
+
+``os.cpu_count()`` counts the machine's CPUs; a process pinned to fewer (``taskset``, a batch scheduler's affinity)
+or limited by a cgroup CPU quota (containers: ``docker --cpus``, Kubernetes limits) that starts one thread per
+machine CPU oversubscribes its share, and every thread then waits on the others.  :func:`choose_threads` takes the
+smaller of the affinity set and the quota; :func:`oversubscription_warning` compares the load average with that
+number before a measurement starts.
+
+Only the standard library is imported here (torch only inside :func:`apply_threads`), so that any part of the
+package -- the trainer included -- can import this module without importing the benchmarks.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Optional
+
+__all__ = ["available_cpus", "cgroup_cpu_quota", "choose_threads", "oversubscription_warning", "apply_threads"]
+
+
+def _affinity_count() -> Optional[int]:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not on Linux
+        return None
+
+
+def _read(path: str) -> Optional[str]:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def cgroup_cpu_quota(root: str = "/sys/fs/cgroup") -> Optional[float]:
+    """The CPU quota of this process's cgroup in CPUs (e.g. 1.5), or ``None`` when there is none.
+
+    cgroup v2: ``cpu.max`` holds ``"QUOTA PERIOD"`` or ``"max PERIOD"``; cgroup v1: ``cpu/cpu.cfs_quota_us`` (-1 for
+    none) over ``cpu/cpu.cfs_period_us``.
+    """
+    v2 = _read(os.path.join(root, "cpu.max"))
+    if v2:
+        parts = v2.split()
+        if len(parts) == 2 and parts[0] != "max":
+            try:
+                quota, period = int(parts[0]), int(parts[1])
+                return quota / period if quota > 0 and period > 0 else None
+            except ValueError:
+                return None
+        return None
+    q, p = _read(os.path.join(root, "cpu", "cpu.cfs_quota_us")), _read(os.path.join(root, "cpu", "cpu.cfs_period_us"))
+    try:
+        quota, period = int(q), int(p)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return quota / period if quota > 0 and period > 0 else None
+
+
+def available_cpus(root: str = "/sys/fs/cgroup") -> tuple[int, str]:
+    """(number of CPUs this process may use, how it was found): min(affinity set, floor of the cgroup quota)."""
+    aff = _affinity_count()
+    total = os.cpu_count() or 1
+    n, how = (aff, f"affinity {aff} of {total} CPUs") if aff else (total, f"{total} CPUs")
+    quota = cgroup_cpu_quota(root)
+    if quota is not None:
+        q = max(1, math.floor(quota))
+        how += f", cgroup quota {quota:g} CPUs"
+        n = min(n, q)
+    return n, how
+
+
+def choose_threads(requested: Optional[int] = None, root: str = "/sys/fs/cgroup") -> tuple[int, str]:
+    """(torch threads to use, a note saying why).  ``requested`` (e.g. ``--threads``) wins when given; the note
+    then says if it exceeds the CPUs available.  Otherwise: the CPUs this process may use (:func:`available_cpus`)."""
+    n, how = available_cpus(root)
+    if requested is not None:
+        if requested < 1:
+            raise ValueError(f"threads must be >= 1, got {requested}")
+        note = f"{requested} threads (requested; {how})"
+        if requested > n:
+            note += f"; more threads than the {n} CPUs available: they will compete"
+        return int(requested), note
+    return n, f"{n} threads ({how})"
+
+
+def oversubscription_warning(threads: Optional[int] = None, root: str = "/sys/fs/cgroup") -> Optional[str]:
+    """A warning when the 1-minute load average exceeds the CPUs available (others are running: timings are slower
+    than the machine can do, only ratios measured interleaved in one process remain meaningful); else ``None``."""
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
+    n, _ = available_cpus(root)
+    if load > n:
+        return (
+            f"warning: the machine is oversubscribed (1-min load {load:.2f} > {n} CPUs available"
+            + (f", {threads} threads requested" if threads else "")
+            + "): absolute times are inflated; trust only ratios measured interleaved in one process"
+        )
+    return None
+
+
+def apply_threads(requested: Optional[int] = None, log=print) -> int:
+    """Choose the number of threads, set it in torch (``torch.set_num_threads``), log the note and any
+    oversubscription warning; returns the number."""
+    import torch
+
+    n, note = choose_threads(requested)
+    torch.set_num_threads(n)
+    if log is not None:
+        log(f"# torch threads: {note}")
+        warn = oversubscription_warning(n)
+        if warn:
+            log(f"# {warn}")
+    return n

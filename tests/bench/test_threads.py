@@ -1,0 +1,55 @@
+"""The thread count follows the CPUs a process may use (affinity set, cgroup quota), not the machine's CPU count."""
+
+import os
+
+import pytest
+
+from opformer.bench import threads as T
+
+
+def _cgroup(tmp_path, v2=None, v1=None):
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    if v2 is not None:
+        (tmp_path / "cpu.max").write_text(v2)
+    if v1 is not None:
+        (tmp_path / "cpu").mkdir()
+        (tmp_path / "cpu" / "cpu.cfs_quota_us").write_text(str(v1[0]))
+        (tmp_path / "cpu" / "cpu.cfs_period_us").write_text(str(v1[1]))
+    return str(tmp_path)
+
+
+def test_cgroup_quota_v2_and_v1(tmp_path):
+    assert T.cgroup_cpu_quota(_cgroup(tmp_path / "a", v2="150000 100000")) == 1.5
+    assert T.cgroup_cpu_quota(_cgroup(tmp_path / "b", v2="max 100000")) is None
+    assert T.cgroup_cpu_quota(_cgroup(tmp_path / "c", v1=(300000, 100000))) == 3.0
+    assert T.cgroup_cpu_quota(_cgroup(tmp_path / "d", v1=(-1, 100000))) is None
+    assert T.cgroup_cpu_quota(str(tmp_path / "missing")) is None
+
+
+def test_threads_are_the_smaller_of_affinity_and_quota(tmp_path):
+    folder = "a"
+    aff = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    root = _cgroup(tmp_path / folder, v2="100000 100000")  # a quota of one CPU
+    n, note = T.choose_threads(root=root)
+    assert n == 1 and "quota 1 CPUs" in note
+    n, note = T.choose_threads(root=str(tmp_path / "none"))
+    assert n == aff and f"affinity {aff}" in note
+
+
+def test_requested_threads_win_and_excess_is_noted(tmp_path):
+    root = _cgroup(tmp_path, v2="100000 100000")
+    assert T.choose_threads(1, root=root) == (1, "1 threads (requested; " + T.available_cpus(root)[1] + ")")
+    n, note = T.choose_threads(3, root=root)
+    assert n == 3 and "more threads than the 1 CPUs available" in note
+    with pytest.raises(ValueError, match="threads must be >= 1"):
+        T.choose_threads(0)
+
+
+def test_oversubscription_warning_compares_load_with_available_cpus(tmp_path, monkeypatch):
+    root = _cgroup(tmp_path, v2="200000 100000")
+    monkeypatch.setattr(T.os, "getloadavg", lambda: (5.0, 1.0, 1.0))
+    monkeypatch.setattr(T, "_affinity_count", lambda: 8)
+    warn = T.oversubscription_warning(2, root=root)
+    assert warn and "load 5.00 > 2 CPUs" in warn
+    monkeypatch.setattr(T.os, "getloadavg", lambda: (1.5, 1.0, 1.0))
+    assert T.oversubscription_warning(2, root=root) is None
