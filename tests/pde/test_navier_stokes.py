@@ -13,14 +13,6 @@ from opformer.pde import navier_stokes as ns
 from opformer.pde.grf import grf2d_periodic_mode_variance, sample_rng
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Small FFTs: one thread is faster than several, and the test machine is shared."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
 
 def _taylor_green(n: int, k: int, amplitude: float = 1.0) -> np.ndarray:
     x = ns.grid(n)

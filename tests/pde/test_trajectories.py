@@ -17,13 +17,6 @@ TINY_BURGERS = dict(n_samples=4, resolution=64, solve_resolution=None, steps=20,
 TINY_NS = dict(n_samples=5, resolution=16, solve_resolution=16, t_final=1.0, snapshots=4)
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
 
 def _arrays(path, *keys):
     with h5py.File(path, "r") as h5:
