@@ -9,7 +9,7 @@ export PYTHONWARNINGS=ignore
 B="python -m opformer.bench.cli bench"
 log() { echo "=== $(date +%H:%M:%S) load $(cut -d' ' -f1-3 /proc/loadavg): $*"; }
 
-log "issue 2: ours vs reference layer, interleaved"
+log "ours vs reference layer, interleaved"
 python benchmarks/compare_reference.py --cases galerkin:8192 fourier:2048 softmax:2048 linear:8192 \
     --repeats 5 --warmup 1 --json "$OUT/compare_reference.json"
 
@@ -34,7 +34,7 @@ $B model burgers-gt burgers-lt --n 8192 --repeats 3 --threads 2 --json "$OUT/mod
 $B model burgers-gt burgers-lt burgers-ft burgers-st --n 2048 --repeats 2 --threads 2 --json "$OUT/model_ex1_2048_cpu.json"
 log done
 
-# bf16 (float32 accumulation of the Galerkin sums) and torch.compile, against fp32 eager in the same session
+# bf16 (float32 accumulation of the Galerkin sums) and torch.compile, against fp32 eager in the same process
 opformer bench attention --kinds galerkin fourier --n 2048 --repeats 3 --threads 1 --json benchmarks/results/eager_fp32_cpu.json
 opformer bench attention --kinds galerkin fourier --n 2048 --repeats 3 --threads 1 --dtype bfloat16 --json benchmarks/results/bf16_cpu.json
 opformer bench attention --kinds galerkin fourier --n 2048 --repeats 3 --threads 1 --compile --json benchmarks/results/compile_cpu.json

@@ -119,7 +119,7 @@ class OperatorModule(L.LightningModule):
         self._fit_started = time.perf_counter()
 
     def training_seconds(self) -> float:
-        """Wall time spent training this run, summed over resumed sessions."""
+        """Wall time spent training this run, summed over resumed runs."""
         now = 0.0 if self._fit_started is None else time.perf_counter() - self._fit_started
         return self.elapsed_before + now
 

@@ -279,7 +279,7 @@ def train(cfg: dict, out, *, resume: bool = False, overwrite: bool = False, prog
 
 
 def _keep_csv_history(logs: Path) -> None:
-    """Lightning's CSVLogger starts metrics.csv afresh in a new process: keep the earlier sessions' rows as
+    """Lightning's CSVLogger starts metrics.csv afresh in a new process: keep the earlier runs' rows as
     metrics-0.csv, metrics-1.csv, ... (the training-curve plot reads them all)."""
     csv_path = logs / "metrics.csv"
     if csv_path.exists():

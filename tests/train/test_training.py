@@ -140,7 +140,7 @@ def test_kill_9_then_resume_gives_the_uninterrupted_metrics(tiny_config, tmp_pat
     assert res.returncode == 0, log[-3000:]
     resumed = json.loads((out / "metrics.json").read_text())
     assert resumed["epochs"] == 150
-    # the training history of both sessions is kept (Lightning's CSV logger restarts its file)
+    # the training history of both runs is kept (Lightning's CSV logger restarts its file)
     from opformer.train.plots import read_metrics_csv
 
     epochs = set()
