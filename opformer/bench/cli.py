@@ -55,6 +55,9 @@ def _log(rec: dict) -> None:
         f"{label:24s} n={rec['n']:>8d}  {rec['seconds_fwd_bwd']:9.4f} s  {_fmt_bytes(rec['peak_memory_bytes']):>12s}  "
         f"{rec['flops_fwd_bwd'] / 1e9:8.2f} GFLOP  {rec['gflops_per_s']:7.2f} GFLOP/s"
     )
+    if rec.get("peak_live_bytes") and rec.get("saved_activation_bytes"):
+        line += (f"  [live peak {_fmt_bytes(rec['peak_live_bytes'])} = {rec['peak_live_over_saved']:.2f} x saved "
+                 f"{_fmt_bytes(rec['saved_activation_bytes'])}]")
     if frac:
         line += f"  {frac:.2f} of matmul"
     if model and model != rec["flops_fwd_bwd"] and frac_model:

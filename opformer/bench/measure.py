@@ -15,6 +15,8 @@ __all__ = [
     "time_fn",
     "interleaved_times",
     "fwd_bwd_step",
+    "saved_activation_bytes",
+    "peak_live_bytes",
     "count_flops",
     "matmul_rate",
     "matmul_step",
@@ -67,7 +69,11 @@ def interleaved_times(fns: dict[str, Callable[[], object]], *, repeats: int = 5,
 
 
 def fwd_bwd_step(module: torch.nn.Module, *inputs) -> Callable[[], None]:
-    """A closure doing forward, loss = mean(y^2), backward; parameter grads are dropped first (set to None)."""
+    """A closure doing forward, loss = mean(y^2), backward; parameter grads are dropped first (set to None).
+
+    The loss is evaluated as a dot product, y.y / numel: the value and gradient of ``y.pow(2).mean()`` without its
+    four n-sized temporaries in backward, so that the peak memory is the model's.
+    """
     params = [p for p in module.parameters() if p.requires_grad]
 
     def step():
@@ -78,9 +84,94 @@ def fwd_bwd_step(module: torch.nn.Module, *inputs) -> Callable[[], None]:
             y = y.get("preds", next(iter(y.values())))
         if isinstance(y, (tuple, list)):
             y = y[0]
-        y.float().pow(2).mean().backward()
+        if y.dtype not in (torch.float32, torch.float64):
+            y = y.float()
+        _MeanSquare.apply(y).backward()
 
     return step
+
+
+class _MeanSquare(torch.autograd.Function):
+    """mean(y^2) as a dot product (no n-sized temporary); backward 2 y g / numel (one n-sized gradient)."""
+
+    @staticmethod
+    def forward(ctx, y):
+        ctx.save_for_backward(y)
+        flat = y.reshape(-1)
+        return torch.dot(flat, flat) / flat.numel()
+
+    @staticmethod
+    def backward(ctx, g):
+        (y,) = ctx.saved_tensors
+        return y * (g * (2.0 / y.numel()))
+
+
+def saved_activation_bytes(fn: Callable[[], object], exclude=()) -> int:
+    """Bytes of the distinct storages autograd saves for backward during ``fn()`` (saved-tensor hooks), leaving out
+    the storages of ``exclude`` (parameters, inputs): the activations a forward+backward must keep."""
+    skip = {t.untyped_storage().data_ptr() for t in exclude}
+    seen: dict[int, int] = {}
+
+    def pack(t):
+        st = t.untyped_storage()
+        if st.data_ptr() not in skip and st.nbytes() > 0:
+            seen[st.data_ptr()] = st.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        fn()
+    return sum(seen.values())
+
+
+def _mallinfo2():
+    """glibc's mallinfo2 (None elsewhere): bytes in use = uordblks (heap) + hblkhd (mmap'ed blocks)."""
+    import ctypes
+
+    class _MI2(ctypes.Structure):
+        _fields_ = [(f, ctypes.c_size_t) for f in (
+            "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        fn = libc.mallinfo2
+    except (OSError, AttributeError):
+        return None
+    fn.restype = _MI2
+
+    def live() -> int:
+        m = fn()
+        return m.uordblks + m.hblkhd
+
+    return live
+
+
+def peak_live_bytes(fn: Callable[[], object]) -> Optional[int]:
+    """Peak of the heap bytes in use during ``fn()`` above those in use before it (glibc ``mallinfo2``, sampled after
+    every aten operator through a dispatch mode): the allocations that were live at once, without what the C
+    allocator keeps resident after a free (which the resident-set peak includes).  None where glibc is absent."""
+    live = _mallinfo2()
+    if live is None:
+        return None
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class _Peak(TorchDispatchMode):
+        peak = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            self.peak = max(self.peak, live())
+            return out
+
+    with _Peak():  # the first use of a dispatch mode allocates for itself: not part of fn
+        torch.zeros(1) + 1
+    import gc
+
+    gc.collect()
+    mode = _Peak()
+    base = mode.peak = live()
+    with mode:
+        fn()
+    return max(mode.peak - base, 0)
 
 
 def count_flops(fn: Callable[[], object]) -> int:

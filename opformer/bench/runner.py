@@ -102,6 +102,14 @@ def run_case_inprocess(case: dict, machine: Optional[dict] = None) -> dict:
                 rec["memory_method"] = (
                     "VmHWM - VmRSS before forward" + ("" if hwm_reset else " (HWM not resettable: upper bound)")
                 )
+        if not cuda:  # live allocations (no allocator retention) and what autograd saves, on uncompiled passes
+            uncompiled = measure.fwd_bwd_step(module, *inputs)
+            rec["peak_live_bytes"] = measure.peak_live_bytes(uncompiled)
+            rec["saved_activation_bytes"] = measure.saved_activation_bytes(
+                uncompiled, exclude=[*module.parameters(), *inputs]
+            )
+            if rec["peak_live_bytes"] and rec["saved_activation_bytes"]:
+                rec["peak_live_over_saved"] = rec["peak_live_bytes"] / rec["saved_activation_bytes"]
         # FLOPs on the uncompiled module (the counter needs eager dispatch); same math
         rec["flops_fwd_bwd"] = measure.count_flops(measure.fwd_bwd_step(module, *inputs))
         rec["flops_model_fwd_bwd"] = _model_flops(case, rec["flops_fwd_bwd"])
