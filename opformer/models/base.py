@@ -7,13 +7,18 @@ import difflib
 from collections.abc import Mapping
 from typing import Any, ClassVar, Optional
 
+import torch
 from torch import Tensor, nn
 
 from ..nn.attention import FOURIER_ORDERS, KERNELS
 from ..nn.activations import ACTIVATIONS
 from ..nn.encoder import NORM_SCHEMES
 
-__all__ = ["OperatorModel", "EncoderConfig", "make_config", "closest"]
+__all__ = ["OperatorModel", "EncoderConfig", "make_config", "closest", "TIME_CONDITIONING"]
+
+#: how a model takes the lead time tau of a time-dependent task: not at all, through conditioned norms (the
+#: lecture's N(w) = g(tau) * LN(w) + h(tau), identity at initialisation), or as an extra input channel
+TIME_CONDITIONING = ("none", "norm", "channel")
 
 
 def closest(word: str, options) -> Optional[str]:
@@ -79,8 +84,10 @@ class EncoderConfig:
     scale: Any = None
     chunk_size: Optional[int] = None
     fourier_order: str = "auto"
+    time_conditioning: str = "none"
 
     def _check_encoder(self) -> None:
+        _choice("time_conditioning", self.time_conditioning, TIME_CONDITIONING)
         _choice("kind", self.kind, KERNELS)
         _choice("norm_scheme", self.norm_scheme, NORM_SCHEMES)
         _choice("activation", self.activation, ACTIVATIONS)
@@ -125,6 +132,7 @@ class EncoderConfig:
             chunk_size=self.chunk_size,
             fourier_order=self.fourier_order,
             reference_attn_dropout=self.reference_attn_dropout,
+            conditioned=self.time_conditioning == "norm",
         )
 
 
@@ -187,24 +195,50 @@ class OperatorModel(nn.Module):
     def _check_grid(self, grid: tuple[int, ...]) -> None:  # pragma: no cover - overridden
         pass
 
+    @property
+    def time_conditioning(self) -> str:
+        return getattr(self.config, "time_conditioning", "none")
+
+    @property
+    def lift_channels(self) -> int:
+        """Input channels the first layer sees: the data's, plus one for the lead time in "channel" mode."""
+        return self.config.in_channels + (1 if self.time_conditioning == "channel" else 0)
+
     @classmethod
     def max_modes(cls, config, grid: tuple[int, ...]) -> int:
         """The most spectral modes (``config.modes``) that an input grid ``grid`` allows (models without modes:
         unlimited)."""
         return 1 << 30
 
-    def forward(self, input: Any, coords: Optional[Tensor] = None) -> Tensor:
-        """``input`` (batch, *grid, in_channels) and ``coords`` (batch, *grid, dim), or a batch dict -> prediction."""
+    def forward(self, input: Any, coords: Optional[Tensor] = None, lead_time: Optional[Tensor] = None) -> Tensor:
+        """``input`` (batch, *grid, in_channels) and ``coords`` (batch, *grid, dim), or a batch dict -> prediction.
+
+        ``lead_time`` (batch,): the time between input and output for a model with ``time_conditioning`` "norm" or
+        "channel" (required there, refused elsewhere)."""
         if isinstance(input, Mapping):
             if coords is not None:
                 raise ValueError("pass either a batch dict or (input, coords), not both")
             missing = [k for k in ("input", "coords") if k not in input]
             if missing:
                 raise ValueError(f"the batch dict needs keys 'input' and 'coords'; missing {missing}")
-            input, coords = input["input"], input["coords"]
+            input, coords, lead_time = input["input"], input["coords"], input.get("lead_time")
         self._check_inputs(input, coords)
         coords = coords.to(input.dtype).expand(*input.shape[:-1], self.spatial_dim)
-        return self._forward(input, coords)
+        mode = self.time_conditioning
+        if mode == "none":
+            if lead_time is not None:
+                raise ValueError(f"{type(self).__name__} is not lead-time conditioned (time_conditioning='none') "
+                                 "but was given lead_time")
+            return self._forward(input, coords, None)
+        if lead_time is None:
+            raise ValueError(f"{type(self).__name__} has time_conditioning={mode!r} and needs lead_time (batch,)")
+        from ..nn.conditional import lead_time_column
 
-    def _forward(self, x: Tensor, coords: Tensor) -> Tensor:  # pragma: no cover - overridden
+        tau = lead_time_column(lead_time, input.shape[0], input.dtype, input.device)
+        if mode == "channel":
+            column = tau.view(-1, *([1] * (input.dim() - 1))).expand(*input.shape[:-1], 1)
+            return self._forward(torch.cat((input, column), dim=-1), coords, None)
+        return self._forward(input, coords, tau[:, 0])
+
+    def _forward(self, x: Tensor, coords: Tensor, lead_time: Optional[Tensor]) -> Tensor:  # pragma: no cover
         raise NotImplementedError

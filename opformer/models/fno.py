@@ -16,7 +16,8 @@ from torch import Tensor, nn
 from ..nn.cinn import resize2d
 from ..nn.activations import ACTIVATIONS, activation
 from ..nn.spectral import SpectralConv1d, SpectralConv2d
-from .base import OperatorModel, _choice, _positive_int
+from ..nn.conditional import ConditionalAffine
+from .base import TIME_CONDITIONING, OperatorModel, _choice, _positive_int
 
 __all__ = ["FNO1dConfig", "FNO1d", "FNO2dConfig", "FNO2d"]
 
@@ -32,11 +33,13 @@ class FNO1dConfig:
     num_layers: int = 4
     head_width: int = 128
     activation: str = "relu"
+    time_conditioning: str = "none"
 
     def __post_init__(self):
         for name in ("in_channels", "out_channels", "width", "modes", "num_layers", "head_width"):
             _positive_int(name, getattr(self, name))
         _choice("activation", self.activation, ACTIVATIONS)
+        _choice("time_conditioning", self.time_conditioning, TIME_CONDITIONING)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,7 +67,10 @@ class _FNO(OperatorModel):
     def __init__(self, config=None, **kwargs):
         super().__init__(config, **kwargs)
         cfg = self.config
-        self.lift = nn.Linear(cfg.in_channels + self.spatial_dim, cfg.width)
+        self.lift = nn.Linear(self.lift_channels + self.spatial_dim, cfg.width)
+        # "norm" conditioning: a lead-time scale and shift after each spectral layer, the identity at initialisation
+        self.cond = nn.ModuleList([ConditionalAffine(cfg.width) for _ in range(cfg.num_layers)]) if \
+            cfg.time_conditioning == "norm" else None
         self.layers = nn.ModuleList(
             [self.conv_class(cfg.width, cfg.width, cfg.modes) for _ in range(cfg.num_layers)]
         )
@@ -73,10 +79,12 @@ class _FNO(OperatorModel):
             nn.Linear(cfg.width, cfg.head_width), activation(cfg.activation), nn.Linear(cfg.head_width, cfg.out_channels)
         )
 
-    def _run(self, x: Tensor, coords: Tensor) -> Tensor:
+    def _run(self, x: Tensor, coords: Tensor, lead_time: Optional[Tensor] = None) -> Tensor:
         v = self.lift(torch.cat((x, coords), dim=-1))
         for i, layer in enumerate(self.layers):
             v = layer(v)
+            if self.cond is not None:
+                v = self.cond[i](v, lead_time)
             if i < len(self.layers) - 1:
                 v = self.act(v)
         return self.head(v)
@@ -99,8 +107,8 @@ class FNO1d(_FNO):
         if n // 2 + 1 < m:
             raise ValueError(f"FNO1d keeps {m} Fourier modes, which needs a grid of at least {2 * (m - 1)} points; got n={n}")
 
-    def _forward(self, x: Tensor, coords: Tensor) -> Tensor:
-        return self._run(x, coords)
+    def _forward(self, x: Tensor, coords: Tensor, lead_time: Optional[Tensor]) -> Tensor:
+        return self._run(x, coords, lead_time)
 
 
 class FNO2d(_FNO):
@@ -128,7 +136,7 @@ class FNO2d(_FNO):
                 + (" (out_size)" if self.config.out_size is not None else "")
             )
 
-    def _forward(self, x: Tensor, coords: Tensor) -> Tensor:
+    def _forward(self, x: Tensor, coords: Tensor, lead_time: Optional[Tensor]) -> Tensor:
         if self.config.out_size is not None:
             x, coords = resize2d(x, self.config.out_size), resize2d(coords, self.config.out_size)
-        return self._run(x, coords)
+        return self._run(x, coords, lead_time)

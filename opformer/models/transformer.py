@@ -90,7 +90,7 @@ class Transformer1d(OperatorModel):
     def __init__(self, config: Optional[Transformer1dConfig] = None, **kwargs):
         super().__init__(config, **kwargs)
         cfg = self.config
-        self.lift = nn.Linear(cfg.in_channels, cfg.d_model)
+        self.lift = nn.Linear(self.lift_channels, cfg.d_model)
         self.encoder = Encoder(**cfg.encoder_kwargs(pos_dim=1))
         self.decoder = SpectralDecoder1d(
             cfg.d_model,
@@ -115,8 +115,8 @@ class Transformer1d(OperatorModel):
                 f"{2 * (m - 1)} points; got n={n}"
             )
 
-    def _forward(self, x: Tensor, coords: Tensor) -> Tensor:
-        h = self.encoder(self.lift(x), coords)
+    def _forward(self, x: Tensor, coords: Tensor, lead_time: Optional[Tensor]) -> Tensor:
+        h = self.encoder(self.lift(x), coords, lead_time=lead_time)
         return self.decoder(h, coords if self.config.spatial_fc else None)
 
 
@@ -201,7 +201,7 @@ class Transformer2d(OperatorModel):
         cfg = self.config
         d = cfg.d_model
         self.downscaler = CiNNDownscaler2d(
-            cfg.in_channels, d, activation=cfg.downscaler_activation, dropout=cfg.downscaler_dropout
+            self.lift_channels, d, activation=cfg.downscaler_activation, dropout=cfg.downscaler_dropout
         )
         self.encoder = Encoder(**cfg.encoder_kwargs(pos_dim=2))
         self.upscaler = CiNNUpscaler2d(d, activation=cfg.upscaler_activation, dropout=cfg.upscaler_dropout)
@@ -254,13 +254,13 @@ class Transformer2d(OperatorModel):
                 + ("" if self.config.out_size is not None else " (the output grid is the input grid)")
             )
 
-    def _forward(self, x: Tensor, coords: Tensor) -> Tensor:
+    def _forward(self, x: Tensor, coords: Tensor, lead_time: Optional[Tensor]) -> Tensor:
         b, n_f = x.shape[0], x.shape[1]
         n_c, n_o = self.grid_sizes(n_f)
         d = self.config.d_model
         h = self.downscaler(x, n_c)  # (b, n_c, n_c, d)
         pos = resize2d(coords, n_c).reshape(b, n_c * n_c, 2)  # row-major, matches h's flattening
-        h = self.encoder(h.reshape(b, n_c * n_c, d), pos).reshape(b, n_c, n_c, d)
+        h = self.encoder(h.reshape(b, n_c * n_c, d), pos, lead_time=lead_time).reshape(b, n_c, n_c, d)
         h = self.upscaler(h, n_o)
         y = self.decoder(h, resize2d(coords, n_o) if self.config.spatial_fc else None)
         if self.output_transform is not None:

@@ -10,6 +10,7 @@ from .attention import (
     register_kernel,
     softmax_attention,
 )
+from .conditional import ConditionalAffine, ConditionalLayerNorm, LeadTimeMLP
 from .cinn import CiNNDownscaler2d, CiNNUpscaler2d, middle_size, resize2d
 from .decoders import PointwiseDecoder, SpectralDecoder1d, SpectralDecoder2d
 from .encoder import Encoder, EncoderLayer, FeedForward
@@ -36,4 +37,7 @@ __all__ = [
     "SpectralDecoder1d",
     "SpectralDecoder2d",
     "PointwiseDecoder",
+    "ConditionalLayerNorm",
+    "ConditionalAffine",
+    "LeadTimeMLP",
 ]

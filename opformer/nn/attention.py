@@ -17,6 +17,8 @@ from typing import Callable, Optional
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+from .conditional import ConditionalAffine
 from torch.utils.checkpoint import checkpoint
 
 __all__ = [
@@ -563,6 +565,9 @@ class SimpleAttention(nn.Module):
             fused path: the same function reassociated so that n-sized work is only the K, V projections and
             their moments and one d_model x d_model product per batch element (see the notes above
             :func:`_head_gram`).  ``False`` always uses the kernel path (Q, K, V and the heads formed explicitly).
+        conditioned: the per-head norms (K, V for galerkin/linear, Q, K for fourier/softmax) get a lead-time
+            dependent scale and shift (:class:`~opformer.nn.conditional.ConditionalAffine`, the identity at
+            initialisation); used when ``forward`` is given ``lead_time`` (then always on the kernel path).
 
     Shapes: ``x`` (batch, n, d_model), ``pos`` (batch, n, pos_dim), ``weights`` (batch, n) -> (batch, n, d_model).
     """
@@ -587,6 +592,7 @@ class SimpleAttention(nn.Module):
         norm_eps: float = 1e-5,
         check_finite: bool = False,
         fused: bool = True,
+        conditioned: bool = False,
     ):
         super().__init__()
         if kind not in KERNELS:
@@ -623,6 +629,8 @@ class SimpleAttention(nn.Module):
         self.qkv = nn.Linear(d_model, 3 * d_model)
         normed = NORMALIZED[kind] if norm else ()
         self.norms = nn.ModuleDict({name: _HeadNorm(n_heads, self.d_head, norm_eps) for name in normed})
+        # lead-time conditioning of the per-head norms: their affine times g(tau) plus h(tau), identity at init
+        self.cond_norms = nn.ModuleDict({name: ConditionalAffine(d_model) for name in normed}) if conditioned else None
         if out_proj is None:
             out_proj = pos_dim > 0
         if not out_proj and pos_dim > 0:
@@ -667,7 +675,7 @@ class SimpleAttention(nn.Module):
                 if t is not None and not torch.isfinite(t).all():
                     raise ValueError(f"{name} holds NaN or Inf values")
 
-    def _project(self, x: Tensor) -> dict[str, Tensor]:
+    def _project(self, x: Tensor, lead_time: Optional[Tensor] = None) -> dict[str, Tensor]:
         """Q, K, V as (batch, n, heads, d_head) tensors, the per-head layer norm applied where the kind asks for it.
 
         Consecutive members of (q, k, v) that share the same treatment are projected by one matrix product (the
@@ -695,6 +703,8 @@ class SimpleAttention(nn.Module):
                 y = torch.addcmul(beta, y, gamma)
             # unbind, not indexing: its backward stacks the gradients once instead of zero-filling per member
             for name, t in zip(names[i : j + 1], y.unbind(dim=2)):
+                if lead_time is not None and self.cond_norms is not None and name in self.cond_norms:
+                    t = self.cond_norms[name](t.reshape(b, n, d), lead_time).view(b, n, h, dh)
                 out[name] = t
             i = j + 1
         return out
@@ -810,21 +820,25 @@ class SimpleAttention(nn.Module):
         return _LowRankOut.apply(x, c_mat, c_vec, pos, b_mat)
 
     def forward(
-        self, x: Tensor, pos: Optional[Tensor] = None, weights: Optional[Tensor] = None, *, residual: bool = False
+        self, x: Tensor, pos: Optional[Tensor] = None, weights: Optional[Tensor] = None, *, residual: bool = False,
+        lead_time: Optional[Tensor] = None,
     ) -> Tensor:
         """The attention output (batch, n, d_model); ``residual=True`` returns x + attention(x) instead (on the
-        fused path at no extra cost: the identity joins the folded d_model x d_model matrix)."""
+        fused path at no extra cost: the identity joins the folded d_model x d_model matrix).  ``lead_time``
+        (batch,) conditions the per-head norms of a ``conditioned`` layer."""
+        if self.cond_norms is None or not self.cond_norms:
+            lead_time = None
         self._check(x, pos, weights)
         b, n, _ = x.shape
         h, dh, p = self.n_heads, self.d_head, self.pos_dim
         if weights is not None and weights.shape[0] != b:
             weights = weights.expand(b, n)
         p_drop = 0.5 if self.reference_attn_dropout else (self.dropout if self.training else 0.0)
-        if self._fused_applies(x, pos):
+        if lead_time is None and self._fused_applies(x, pos):
             if self.kernel is linear_attention:
                 return self._linear_fused(x, pos, weights, p_drop, residual)
             return self._galerkin_fused(x, pos, weights, p_drop, residual)
-        qkv = self._project(x)  # (batch, n, heads, d_head) each
+        qkv = self._project(x, lead_time)  # (batch, n, heads, d_head) each
         if p > 0:
             # one copy per tensor: heads to the front and the coordinates in front of every head's features
             pos_h = pos.to(x.dtype)[:, None].expand(b, h, n, p)

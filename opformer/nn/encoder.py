@@ -8,6 +8,7 @@ import torch
 from torch import Tensor, nn
 
 from .activations import ACTIVATIONS, activation
+from .conditional import ConditionalLayerNorm
 from .attention import SimpleAttention
 
 __all__ = ["FeedForward", "EncoderLayer", "Encoder", "NORM_SCHEMES", "ACTIVATIONS"]
@@ -113,6 +114,7 @@ class EncoderLayer(nn.Module):
         ffn_dropout: Optional[float] = None,
         activation: str = "relu",
         norm_eps: float = 1e-5,
+        conditioned: bool = False,
         **attn_kwargs,
     ):
         super().__init__()
@@ -128,24 +130,33 @@ class EncoderLayer(nn.Module):
             norm=(norm_scheme == "galerkin"),
             dropout=attn_dropout,
             norm_eps=norm_eps,
+            conditioned=conditioned,
             **attn_kwargs,
         )
         self.ffn = FeedForward(d_model, dim_feedforward, dropout if ffn_dropout is None else ffn_dropout, activation)
         self.drop1, self.drop2 = nn.Dropout(dropout), nn.Dropout(dropout)
-        if norm_scheme == "regular":
-            self.ln1 = nn.LayerNorm(d_model, eps=norm_eps)
-            self.ln2 = nn.LayerNorm(d_model, eps=norm_eps)
+        self.conditioned = bool(conditioned)
+        if norm_scheme == "regular":  # with conditioning the post-LNs are the lead-time conditioned ones
+            norm = ConditionalLayerNorm if conditioned else nn.LayerNorm
+            self.ln1 = norm(d_model, eps=norm_eps)
+            self.ln2 = norm(d_model, eps=norm_eps)
 
-    def forward(self, x: Tensor, pos: Optional[Tensor] = None, weights: Optional[Tensor] = None) -> Tensor:
+    def forward(self, x: Tensor, pos: Optional[Tensor] = None, weights: Optional[Tensor] = None,
+                lead_time: Optional[Tensor] = None) -> Tensor:
+        """``lead_time`` (batch,) conditions the norms of a ``conditioned`` layer (ignored otherwise)."""
+        if not self.conditioned:
+            lead_time = None
         # without active residual-branch dropout the sums x + Attn(x), y + g(y) are taken inside the fused paths
         if self.training and self.drop1.p > 0:
-            y = x + self.drop1(self.attn(x, pos, weights))
+            y = x + self.drop1(self.attn(x, pos, weights, lead_time=lead_time))
         else:
-            y = self.attn(x, pos, weights, residual=True)
+            y = self.attn(x, pos, weights, residual=True, lead_time=lead_time)
         if self.norm_scheme == "regular":
-            y = self.ln1(y)
+            y = self.ln1(y, lead_time) if self.conditioned else self.ln1(y)
         out = y + self.drop2(self.ffn(y)) if self.training and self.drop2.p > 0 else self.ffn.residual(y)
-        return self.ln2(out) if self.norm_scheme == "regular" else out
+        if self.norm_scheme != "regular":
+            return out
+        return self.ln2(out, lead_time) if self.conditioned else self.ln2(out)
 
 
 class Encoder(nn.Module):
@@ -159,7 +170,8 @@ class Encoder(nn.Module):
             [EncoderLayer(d_model, n_heads, kind, **layer_kwargs) for _ in range(num_layers)]
         )
 
-    def forward(self, x: Tensor, pos: Optional[Tensor] = None, weights: Optional[Tensor] = None) -> Tensor:
+    def forward(self, x: Tensor, pos: Optional[Tensor] = None, weights: Optional[Tensor] = None,
+                lead_time: Optional[Tensor] = None) -> Tensor:
         for layer in self.layers:
-            x = layer(x, pos, weights)
+            x = layer(x, pos, weights, lead_time)
         return x
