@@ -34,7 +34,7 @@ from ..config import ConfigError, DataConfig, TrainConfig, suggest
 from ..data.datasets import UnitGaussianNormalizer
 from .losses import rel_l2
 
-__all__ = ["Task", "Bundle", "Operator", "NoOptions", "register_task", "get_task", "list_tasks", "grid_coords",
+__all__ = ["Task", "Bundle", "Operator", "NoOptions", "register_task", "unregister_task", "get_task", "list_tasks", "grid_coords",
            "cache_dir", "ensure_files", "grid_kind_of"]
 
 _TASKS: dict[str, "Task"] = {}
@@ -217,6 +217,11 @@ def register_task(task: Task) -> Task:
         raise ValueError("a Task needs a name")
     _TASKS[task.name] = task
     return task
+
+
+def unregister_task(name: str) -> None:
+    """Forget the task ``name`` (e.g. one registered for a single experiment)."""
+    _TASKS.pop(name, None)
 
 
 def get_task(name: str) -> Task:

@@ -17,7 +17,7 @@ import torch
 import opformer
 from opformer.cli import main
 from opformer.data.datasets import FieldDataset, read_blocks, sample_array, stride_for
-from opformer.tasks import Bundle, Task, register_task
+from opformer.tasks import Bundle, Task, register_task, unregister_task
 from opformer.tasks.burgers import open_pair, split_indices
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -70,10 +70,11 @@ class HeatTask(Task):
         return Bundle(ds, dict(normalizers or {}), "periodic", (len(x),), (len(x),))
 
 
-def test_a_task_defined_outside_the_package_trains_through_the_cli_and_predicts_the_exact_solution(tmp_path):
+def test_a_task_defined_outside_the_package_trains_through_the_cli_and_predicts_the_exact_solution(tmp_path, request):
     """One module and one registration: the toy task gets presets, trains via `opformer train`, and its loaded model
     predicts the exact heat solution of new initial data."""
     register_task(HeatTask())
+    request.addfinalizer(lambda: unregister_task("heat-toy"))
     data = heat_file(tmp_path / "heat.npz", 100, 64, seed=0)
     out = tmp_path / "run"
     assert main(["train", "heat-toy-fno", "--data", str(data), "--out", str(out), "--no-progress"]) == 0
