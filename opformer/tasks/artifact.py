@@ -51,6 +51,7 @@ def make_artifact(task: Task, options, model_cfg: dict, bundle: Bundle, keys, re
         "resolution": resolution,
         "input_grid": list(bundle.input_grid),
         "target_grid": list(bundle.target_grid),
+        "info": dict(bundle.info),
     }
 
 
@@ -114,9 +115,12 @@ class Predictor:
         return next(self.operator.parameters()).device
 
     @torch.no_grad()
-    def __call__(self, input: torch.Tensor, coords: torch.Tensor) -> torch.Tensor:
-        """The operator on model-layout tensors ``(batch, *grid, c)`` and coordinates."""
-        return self.operator(input.to(self.device), coords.to(self.device))
+    def __call__(self, input: torch.Tensor, coords: torch.Tensor, lead_time=None) -> torch.Tensor:
+        """The operator on model-layout tensors ``(batch, *grid, c)`` and coordinates (and lead times (batch,))."""
+        if lead_time is not None:
+            lead_time = torch.as_tensor(lead_time, dtype=input.dtype).reshape(-1).expand(input.shape[0])
+            lead_time = lead_time.to(self.device)
+        return self.operator(input.to(self.device), coords.to(self.device), lead_time)
 
     def predict(self, inputs, coords=None, batch_size: int = 32):
         as_torch = torch.is_tensor(inputs)
@@ -142,7 +146,7 @@ class Predictor:
         loader = torch.utils.data.DataLoader(dataset, batch_size=batch_size, shuffle=False)
         preds, errs = [], []
         for batch in loader:
-            p = self(batch["input"], batch["coords"][:1])
+            p = self(batch["input"], batch["coords"][:1], batch.get("lead_time"))
             preds.append(p.float().cpu())
             errs.append(rel_l2(p.cpu(), batch["target"]).double())
         return torch.cat(preds).numpy(), torch.cat(errs).numpy()

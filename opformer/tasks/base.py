@@ -55,6 +55,7 @@ class Bundle:
     input_grid: tuple
     target_grid: tuple
     files: dict = dataclasses.field(default_factory=dict)
+    info: dict = dataclasses.field(default_factory=dict)  # JSON-able facts stored with the model (e.g. the times)
 
 
 class Operator(nn.Module):
@@ -71,9 +72,9 @@ class Operator(nn.Module):
         self.target_normalizer = target_normalizer
         self.zero_boundary = bool(zero_boundary)
 
-    def forward(self, input: Tensor, coords: Tensor) -> Tensor:
+    def forward(self, input: Tensor, coords: Tensor, lead_time: Optional[Tensor] = None) -> Tensor:
         x = input if self.input_normalizer is None else self.input_normalizer.encode(input, coords)
-        y = self.model(x, coords)
+        y = self.model(x, coords) if lead_time is None else self.model(x, coords, lead_time=lead_time)
         if self.target_normalizer is not None:
             same = tuple(y.shape[1:-1]) == tuple(input.shape[1:-1])
             y = self.target_normalizer.decode(y, coords if same else None)

@@ -42,7 +42,7 @@ class OperatorModule(L.LightningModule):
 
     def forward(self, batch: dict) -> Tensor:
         """Prediction in physical units."""
-        return self.operator(batch["input"], batch["coords"][:1])
+        return self.operator(batch["input"], batch["coords"][:1], batch.get("lead_time"))
 
     def _losses(self, batch: dict) -> tuple[Tensor, Tensor, Tensor]:
         pred = self(batch)
