@@ -194,7 +194,8 @@ def prepare_run(cfg: dict, explicit: frozenset = frozenset(), progress: bool = T
         operator = run.task.build_operator(model_cfg, bundle.normalizers, run.options)
         sample = bundle.datasets["train"][0]
         with torch.no_grad():
-            operator.eval()(sample["input"][None], sample["coords"][None])
+            tau = sample.get("lead_time")
+            operator.eval()(sample["input"][None], sample["coords"][None], None if tau is None else tau[None])
         operator.train()
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"model {model_cfg['name']}: {str(exc).splitlines()[0]}") from None
