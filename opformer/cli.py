@@ -19,6 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
     importlib.import_module("opformer.train.cli").register(sub)
     data_sub = importlib.import_module("opformer.pde.cli").register(sub)
     importlib.import_module("opformer.train.cli").register_prepare(data_sub)  # needs the tasks, so not in pde
+    importlib.import_module("opformer.train.rollout").register(sub)
     importlib.import_module("opformer.bench.cli").register(sub)
     return parser
 

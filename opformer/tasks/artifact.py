@@ -139,6 +139,54 @@ class Predictor:
             y = y[..., 0]
         return y if as_torch else y.numpy()
 
+    def rollout(self, u0, times, mode: str = "direct", step: Optional[float] = None, batch_size: int = 32):
+        """Predictions at ``times`` (> 0, ascending) from initial states ``u0`` (samples, *grid[, channels]) of a
+        time-dependent model: (samples, len(times), *grid[, channels]).
+
+        ``direct``: one jump of tau = t for every t.  ``autoregressive``: repeated steps of ``step`` (default: the
+        training data's snapshot spacing), a last shorter step where t is not a multiple.  ``mixed``: the largest
+        jumps first: repeated jumps of the longest lead time seen in training (a multiple of ``step``), then
+        shorter ones, down to ``step``.  Any t > 0 is allowed, also beyond the training horizon."""
+        info = self.artifact.get("info") or {}
+        if "times" not in info:
+            raise ConfigError(f"the model of task {self.task.name} is not time-dependent: it has no rollout")
+        step = float(info["step"] if step is None else step)
+        if not step > 0:
+            raise ConfigError(f"--step must be > 0, got {step}")
+        times = [float(t) for t in np.atleast_1d(np.asarray(times, dtype=np.float64))]
+        if not times or min(times) <= 0 or any(b <= a for a, b in zip(times, times[1:])):
+            raise ConfigError(f"--times must be ascending values > 0, got {times}")
+        if mode not in ("direct", "autoregressive", "mixed"):
+            raise ConfigError(f"--mode must be direct, autoregressive or mixed, got {mode!r}")
+        as_torch = torch.is_tensor(u0)
+        x = u0.detach().cpu().numpy() if as_torch else np.asarray(u0)
+        squeeze = x.ndim == self.task.dim + 1
+        xin, c = self.task.inputs_from_array(x, self.grid)
+        eps = 1e-9 * max(times[-1], 1.0)
+        jumps = [step]
+        if mode == "mixed":
+            longest = max(step, float(info.get("max_lead", step)))
+            jumps = sorted({step * k for k in range(1, int(longest / step + 1e-9) + 1)}, reverse=True)
+        outs = []
+        for lo in range(0, xin.shape[0], batch_size):
+            state, t_now, frames = xin[lo : lo + batch_size], 0.0, []
+            for t in times:
+                if mode == "direct":
+                    frames.append(self(state, c, t).float().cpu())
+                    continue
+                while True:  # advance the state by whole jumps, largest first
+                    jump = next((j for j in jumps if t_now + j <= t + eps), None)
+                    if jump is None:
+                        break
+                    state, t_now = self(state, c, jump).float().cpu(), t_now + jump
+                rest = t - t_now
+                frames.append(state if rest <= eps else self(state, c, rest).float().cpu())
+            outs.append(torch.stack(frames, dim=1))
+        y = torch.cat(outs)
+        if squeeze and y.shape[-1] == 1:
+            y = y[..., 0]
+        return y if as_torch else y.numpy()
+
     @torch.no_grad()
     def evaluate(self, dataset, batch_size: int = 32) -> tuple[np.ndarray, np.ndarray]:
         """(predictions, per-sample relative L2 errors) over a dataset of the task (items ``input``, ``target``,

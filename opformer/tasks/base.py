@@ -243,7 +243,7 @@ def _near(name: str) -> str:
 
 
 def _builtin() -> None:
-    from . import burgers, darcy, darcy_inverse  # noqa: F401  (each registers itself)
+    from . import burgers, darcy, darcy_inverse, trajectories  # noqa: F401  (each registers itself)
 
 
 # --- default data: generated once and cached ---------------------------------------------------------------------------

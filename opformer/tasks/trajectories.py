@@ -1,0 +1,243 @@
+"""Time-dependent tasks: learn the solution operator S(tau, u(t_i)) = u(t_i + tau) from trajectories (the lecture).
+
+Data: a trajectory array (samples, K+1, *grid[, 1]) under ``--keys KEY`` and its snapshot times: the file's
+``t`` array (opformer files store it), else ``--dt`` times the snapshot index.  Splits are by trajectory, never by
+pair, so no trajectory is in two splits; the normalizer (one mean and standard deviation for the field, valid at
+any resolution) is fitted on the training trajectories.
+
+Pairs: training uses ``--pairs all2all`` (every (t_i, t_j) with i < j, or i <= j with ``--include-zero``: (K^2+K)/2
+per trajectory) or ``one-at-a-time`` ((t_0, t_k), K per trajectory); validation and test are always the direct
+predictions (t_0, t_k) of every stored time.  ``--max-time T`` trains and validates only on snapshots with t <= T,
+so that the times beyond are out of distribution at test time.  Each item carries ``lead_time`` = t_j - t_i; the
+model is lead-time conditioned (``time_conditioning``: conditioned norms by default, or tau as an input channel).
+``--residual`` makes the model predict u(t_j) - u(t_i).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal, Optional
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from ..config import ConfigError, opt
+from ..data.datasets import UnitGaussianNormalizer, make_splits, read_blocks, stride_for
+from ..data.readers import open_source
+from ..pde.errors import DataError
+from .base import Bundle, Operator, Task, grid_coords, register_task
+
+
+@dataclasses.dataclass
+class TrajectoryOptions:
+    pairs: Literal["all2all", "one-at-a-time"] = opt("all2all", "training pairs: all (t_i, t_j) with i < j, or "
+                                                                "(t_0, t_k) only")
+    include_zero: bool = opt(False, "all2all also trains the identity pairs i = j (tau = 0)")
+    residual: bool = opt(False, "predict u(t_j) - u(t_i) instead of u(t_j)")
+    max_time: Optional[float] = opt(None, "train and validate on snapshots with t <= max_time only (null: all)",
+                                    above=0.0)
+    dt: float = opt(1.0, "time between snapshots when the file stores no times t", above=0.0)
+
+
+def make_pairs(n_traj: int, allowed: np.ndarray, strategy: str, include_zero: bool) -> np.ndarray:
+    """(trajectory, i, j) triples: all2all (i < j, or i <= j) or one-at-a-time (0, k) over snapshot indices
+    ``allowed`` (ascending, starting at 0)."""
+    allowed = [int(k) for k in allowed]
+    if strategy == "one-at-a-time":
+        ij = [(allowed[0], k) for k in allowed[1:]]
+    elif strategy == "all2all":
+        ij = [(a, b) for x, a in enumerate(allowed) for b in allowed[x if include_zero else x + 1:]]
+    else:
+        raise ConfigError(f"--pairs must be all2all or one-at-a-time, got {strategy!r}")
+    return np.array([(t, i, j) for t in range(n_traj) for i, j in ij], dtype=np.int64).reshape(-1, 3)
+
+
+class PairDataset(torch.utils.data.Dataset):
+    """Items ``{"input": u(t_i), "target": u(t_j), "coords", "lead_time": t_j - t_i}`` from stored trajectories
+    (traj, K+1, *grid, c) and (traj, i, j) triples."""
+
+    def __init__(self, trajectories: np.ndarray, times: np.ndarray, pairs: np.ndarray, coords: np.ndarray):
+        self.traj = torch.as_tensor(np.ascontiguousarray(trajectories), dtype=torch.float32)
+        self.times = torch.as_tensor(np.asarray(times, dtype=np.float64))
+        self.pairs = torch.as_tensor(pairs)
+        self.coords = torch.as_tensor(coords, dtype=torch.float32)
+
+    def __len__(self) -> int:
+        return int(self.pairs.shape[0])
+
+    def __getitem__(self, k: int) -> dict:
+        t, i, j = (int(v) for v in self.pairs[k])
+        return {"input": self.traj[t, i], "target": self.traj[t, j], "coords": self.coords,
+                "lead_time": (self.times[j] - self.times[i]).float()}
+
+    def tensors(self, name: str) -> Tensor:
+        return torch.stack([self[k][name] for k in range(len(self))])
+
+
+class TrajectoryOperator(Operator):
+    """The operator of a time-dependent task: ``(u(t), coords, tau) -> u(t + tau)`` in physical units."""
+
+    def __init__(self, model, normalizers: dict, residual: bool):
+        super().__init__(model, normalizers.get("input"), normalizers.get("target"))
+        self.residual = bool(residual)
+
+    def forward(self, input: Tensor, coords: Tensor, lead_time: Optional[Tensor] = None) -> Tensor:
+        if not self.residual:
+            return super().forward(input, coords, lead_time)
+        x = self.input_normalizer.encode(input, coords)
+        y = self.model(x, coords, lead_time=lead_time)
+        return input + y * self.target_normalizer._fields(y, None)[1]  # u_i + std * (model output)
+
+
+class TrajectoryTask(Task):
+    """A time-dependent problem; subclasses set name, dim, default_keys, generator, models and run_defaults."""
+
+    options_class = TrajectoryOptions
+    plot_labels = {"input": "u(t_0)", "target": "u(t)", "prediction": "prediction"}
+
+    def load(self, data, options, files, splits=("train", "val", "test"), normalizers=None, test_all=False):
+        keys = list(data.keys) if data.keys else list(self.default_keys)
+        if len(keys) != 1:
+            raise DataError(f"--keys needs the one trajectory array of task {self.name}, got {','.join(keys)}")
+        key = keys[0]
+        train_src = open_source(files["train"], (key,))
+        test_src = train_src if files.get("test") is None else open_source(files["test"], (key,))
+        shape = train_src.shapes[key][2:]
+        if len(shape) == self.dim + 1 and shape[-1] == 1:
+            shape = shape[:-1]
+        if len(train_src.shapes[key]) < 3 or len(shape) != self.dim or (self.dim == 2 and shape[0] != shape[1]):
+            g = ", ".join(["n"] * self.dim)
+            raise DataError(f"{train_src.describe()}: key {key!r} expected trajectories (samples, times, {g}) or "
+                            f"(samples, times, {g}, 1), found {train_src.shapes[key]}")
+        if test_src is not train_src and test_src.shapes[key][1:] != train_src.shapes[key][1:]:
+            raise DataError(f"{test_src.describe()}: key {key!r} shape {test_src.shapes[key]} differs from the "
+                            f"training file's {train_src.shapes[key]}")
+        n_times = train_src.shapes[key][1]
+        times = np.asarray(train_src.coords.get("t", np.arange(n_times) * options.dt), dtype=np.float64)
+        if times.shape != (n_times,) or np.any(np.diff(times) <= 0):
+            raise DataError(f"{train_src.describe()}: the times 't' must be {n_times} increasing values, found "
+                            f"{times.shape}")
+        n = shape[0]
+        s = stride_for(n, data.resolution, nodes=False, where=train_src.describe())
+        if test_all:
+            idx = {"test": np.arange(test_src.n_samples)}
+        else:
+            idx = make_splits(train_src.n_samples, None if test_src is train_src else test_src.n_samples,
+                              n_train=data.n_train, n_val=data.n_val, n_test=data.n_test,
+                              train_pool=data.train_pool, where=train_src.describe())
+        spatial = (slice(None, None, s),) * self.dim
+
+        def transform(w):
+            if w.ndim == self.dim + 3:
+                w = w[..., 0]
+            return {"traj": w[(slice(None), slice(None)) + spatial][..., None]}
+
+        arrays = {split: read_blocks(test_src if split == "test" else train_src, idx[split], transform)["traj"]
+                  for split in splits}
+        normalizers = dict(normalizers or {})
+        if "input" not in normalizers:
+            tr = arrays["train"] if "train" in arrays else read_blocks(train_src, idx["train"], transform)["traj"]
+            flat = tr.reshape(-1, *tr.shape[2:])
+            normalizers["input"] = UnitGaussianNormalizer.fit(flat, per_point=False, kind="periodic")
+            normalizers["target"] = UnitGaussianNormalizer.fit(flat, per_point=False, kind="periodic")
+        allowed = np.arange(n_times) if options.max_time is None else np.flatnonzero(times <= options.max_time + 1e-12)
+        if len(allowed) < 2:
+            raise ConfigError(f"--max-time {options.max_time} leaves fewer than two snapshots (times {times[:3]}...)")
+        grid = (len(range(0, n, s)),) * self.dim
+        coords = grid_coords("periodic", grid)
+        datasets = {}
+        for split in splits:
+            if split == "train":
+                pairs = make_pairs(len(arrays[split]), allowed, options.pairs, options.include_zero)
+            elif split == "val":
+                pairs = make_pairs(len(arrays[split]), allowed, "one-at-a-time", False)
+            else:
+                pairs = make_pairs(len(arrays[split]), np.arange(n_times), "one-at-a-time", False)
+            datasets[split] = PairDataset(arrays[split], times, pairs, coords)
+        info = {"times": times.tolist(), "max_lead": float(times[allowed[-1]] - times[allowed[0]]),
+                "step": float(np.min(np.diff(times))), "key": key}
+        return Bundle(datasets, normalizers, "periodic", grid, grid,
+                      {"train": str(files["train"]), "test": str(files.get("test") or files["train"])}, info)
+
+    def build_operator(self, model_cfg, normalizers, options) -> Operator:
+        from ..models import build_model
+
+        return TrajectoryOperator(build_model(model_cfg), normalizers, options.residual)
+
+    def fit_model(self, model_cfg, bundle, explicit):
+        cfg, notes = super().fit_model(model_cfg, bundle, explicit)
+        if cfg.get("time_conditioning", "none") == "none":
+            if "time_conditioning" in explicit:
+                raise ConfigError(f"--time-conditioning none: task {self.name} needs a lead-time conditioned model "
+                                  "(norm or channel)")
+            cfg["time_conditioning"] = "norm"
+            notes.append("time_conditioning none -> norm (the task is time-dependent)")
+        return cfg, notes
+
+
+def _models(dim: int, width: int) -> dict:
+    """Lead-time conditioned models of one task: Galerkin and Fourier transformers and FNO, CPU-sized defaults."""
+    if dim == 1:
+        body = dict(name="transformer1d", d_model=64, num_layers=4, n_heads=4, dim_feedforward=128, dropout=0.0,
+                    norm_eps=1e-5, decoder_width=32, decoder_layers=2, modes=16, decoder_ffn=32,
+                    decoder_activation="silu", time_conditioning="norm")
+        fno = dict(name="fno1d", width=width, modes=16, num_layers=4, head_width=64, time_conditioning="norm")
+    else:
+        body = dict(name="transformer2d", d_model=64, num_layers=4, n_heads=4, dim_feedforward=128, dropout=0.0,
+                    norm_eps=1e-5, coarse_size=None, decoder="spectral", decoder_width=16, decoder_layers=2,
+                    modes=12, decoder_ffn=64, spatial_fc=True, boundary=None, time_conditioning="norm")
+        fno = dict(name="fno2d", width=width, modes=12, num_layers=4, head_width=64, time_conditioning="norm")
+    out = {}
+    for short, kind in (("gt", "galerkin"), ("ft", "fourier")):
+        out[short] = {**body, "kind": kind, "norm_scheme": "galerkin", **({"scale": "sqrt"} if kind == "fourier"
+                                                                           else {})}
+        out[f"{short}-regular"] = {**out[short], "norm_scheme": "regular"}
+    out["fno"] = fno
+    out["fno-channel"] = {**fno, "time_conditioning": "channel"}
+    return out
+
+
+class NavierStokesTask(TrajectoryTask):
+    name = "ns"
+    description = "2D Navier-Stokes vorticity trajectories on the unit torus, S(tau, w(t)) = w(t + tau)"
+    dim = 2
+    default_keys = ("w",)
+    generator = "ns"
+    models = _models(2, 20)
+    run_defaults = {
+        "data": {"recipe": {"n_samples": 1300}, "n_test": 200, "n_val": 100, "n_train": 1000},
+        "train": {"epochs": 100, "batch_size": 16, "eval_batch_size": 16, "lr": 1.0e-3, "pct_start": 0.1,
+                  "gamma": 0.0},
+    }
+    plot_labels = {"input": "vorticity w(t_0)", "target": "w(t)", "prediction": "prediction"}
+
+
+class ShearLayerTask(NavierStokesTask):
+    name = "shear-layer"
+    description = "2D Navier-Stokes double shear layer (the lecture's example), S(tau, w(t)) = w(t + tau)"
+    generator = "shear-layer"
+    run_defaults = {
+        "data": {"recipe": {"n_samples": 1024}, "n_test": 128, "n_val": 64},
+        "train": NavierStokesTask.run_defaults["train"],
+    }
+
+
+class BurgersTrajectoryTask(TrajectoryTask):
+    name = "burgers-traj"
+    description = "viscous Burgers trajectories u(t_i) -> u(t_j), periodic 1D (20 snapshots on [0, 1])"
+    dim = 1
+    default_keys = ("u",)
+    generator = "burgers"
+    models = _models(1, 32)
+    run_defaults = {
+        "data": {"recipe": {"n_samples": 1200, "snapshots": 20, "resolution": 1024}, "resolution": 256,
+                 "n_test": 100, "n_val": 100},
+        "train": {"epochs": 50, "batch_size": 16, "eval_batch_size": 32, "lr": 1.0e-3, "pct_start": 0.1,
+                  "gamma": 0.0},
+    }
+    plot_labels = {"input": "$u(t_0)$", "target": "$u(t)$", "prediction": "prediction"}
+
+
+for _task in (NavierStokesTask(), ShearLayerTask(), BurgersTrajectoryTask()):
+    register_task(_task)

@@ -1,0 +1,217 @@
+"""``opformer rollout``: a time-dependent model's predictions over time from the initial states of a trajectory file,
+direct, autoregressive or mixed, with per-time errors (JSON and CSV), the error-vs-time plot, snapshot panels and
+an animated GIF of one trajectory."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+__all__ = ["register", "rollout_file"]
+
+
+def register(sub) -> None:
+    r = sub.add_parser("rollout", help="roll a time-dependent model out over time on a trajectory file",
+                       description="Predict u(t) from u(t_0) of every trajectory in --data: direct (one jump of "
+                                   "tau = t - t_0), autoregressive (repeated steps of --step) or mixed (largest "
+                                   "trained jumps first). Any t > 0, also beyond the training horizon.")
+    r.add_argument("model", help="a checkpoint or a save_pretrained directory of a time-dependent task")
+    r.add_argument("--data", required=True, help="trajectory file (samples, K+1, *grid): u(t_0) and the truth")
+    r.add_argument("--keys", help="the trajectory array (default: the training key)")
+    r.add_argument("--mode", default="direct", choices=("direct", "autoregressive", "mixed"))
+    r.add_argument("--step", type=float, help="autoregressive step (default: the training snapshot spacing)")
+    r.add_argument("--times", help="comma-separated times t - t_0 (default: the file's snapshot times)")
+    r.add_argument("--samples", type=int, help="use the first N trajectories of the file (default: all)")
+    r.add_argument("--show", type=int, default=0, help="trajectory shown in the panels and the GIF (default 0)")
+    r.add_argument("--out", help="output directory (default: RUN/rollout-MODE)")
+    r.set_defaults(func=_run)
+
+
+def _fail(msg: str) -> int:
+    print(f"opformer: error: {msg}", file=sys.stderr)
+    return 2
+
+
+def _run(args) -> int:
+    from ..config import ConfigError
+    from ..pde.errors import DataError
+    from ..tasks.artifact import LoadError
+
+    try:
+        times = None if args.times is None else [float(t) for t in args.times.split(",") if t.strip()]
+    except ValueError:
+        return _fail(f"--times expects comma-separated numbers, got {args.times!r}")
+    try:
+        m = rollout_file(args.model, data=args.data, mode=args.mode, step=args.step, times=times, out=args.out,
+                         key=args.keys, samples=args.samples, show=args.show)
+    except (ConfigError, DataError, LoadError) as exc:
+        return _fail(str(exc))
+    known = [(t, e) for t, e in zip(m["times"], m["rel_l2"]) if e is not None]
+    if known:
+        print(f"{m['mode']} rollout of {m['n']} trajectories: mean relative L2 over time {m['mean_rel_l2']:.4e}, "
+              f"at t = {known[-1][0]:g}: {known[-1][1]:.4e}")
+    else:
+        print(f"{m['mode']} rollout of {m['n']} trajectories at times the file does not store: predictions only")
+    print(f"wrote {m['out']}/rollout.json, rollout.csv and plots/ (error_vs_time.png, snapshots.png, trajectory.gif)")
+    return 0
+
+
+def rollout_file(model, *, data, mode="direct", step: Optional[float] = None, times=None, out=None, key=None,
+                 samples: Optional[int] = None, show: int = 0) -> dict:
+    """Roll ``model`` out on the trajectories of ``data``; writes the errors and plots into ``out``."""
+    from ..config import ConfigError
+    from ..data.readers import open_source
+    from ..tasks.artifact import load
+
+    predictor = load(model)
+    info = predictor.artifact.get("info") or {}
+    if "times" not in info:
+        raise ConfigError(f"{model}: the model of task {predictor.task.name} is not time-dependent")
+    key = key or info.get("key") or predictor.artifact["keys"][0]
+    src = open_source(data, (key,))
+    n = src.n_samples if samples is None else min(int(samples), src.n_samples)
+    if n < 1 or not 0 <= show < n:
+        raise ConfigError(f"--show {show} must be one of the {n} trajectories used")
+    traj = src.read(key, np.arange(n))
+    if traj.ndim == predictor.task.dim + 3:
+        traj = traj[..., 0]
+    file_times = np.asarray(src.coords.get("t", np.asarray(info["times"])[: traj.shape[1]]), dtype=np.float64)
+    rel = file_times - file_times[0]
+    want = rel[1:] if times is None else np.asarray(times, dtype=np.float64)
+    pred = predictor.rollout(traj[:, 0], want, mode=mode, step=step)
+    truth_idx = [int(np.argmin(np.abs(rel - t))) if np.min(np.abs(rel - t)) < 1e-6 * max(1.0, t) else None
+                 for t in want]
+    errors = []
+    for k, idx in enumerate(truth_idx):
+        if idx is None:
+            errors.append(None)
+            continue
+        diff = (pred[:, k] - traj[:, idx]).reshape(n, -1)
+        errors.append(float(np.mean(np.linalg.norm(diff, axis=1) / np.linalg.norm(traj[:, idx].reshape(n, -1),
+                                                                                      axis=1).clip(1e-12))))
+    horizon = float(info.get("max_lead", rel[-1]))
+    known = [e for e in errors if e is not None]
+    out = Path(out) if out is not None else _default_out(Path(model), mode)
+    (out / "plots").mkdir(parents=True, exist_ok=True)
+    metrics = {"model": str(model), "data": str(data), "mode": mode, "step": step or info.get("step"), "n": n,
+               "times": [float(t) for t in want], "rel_l2": errors, "training_horizon": horizon,
+               "mean_rel_l2": float(np.mean(known)) if known else None,
+               "mean_rel_l2_in_horizon": _mean([e for e, t in zip(errors, want) if e is not None and t <= horizon]),
+               "mean_rel_l2_beyond_horizon": _mean([e for e, t in zip(errors, want) if e is not None and t > horizon])}
+    _atomic(out / "rollout.json", json.dumps(metrics, indent=2))
+    with tempfile.NamedTemporaryFile("w", dir=out, delete=False, suffix=".tmp", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["time", "rel_l2"])
+        for t, e in zip(want, errors):
+            w.writerow([f"{t:g}", "" if e is None else f"{e:.6e}"])
+    os.replace(fh.name, out / "rollout.csv")
+    _plots(out / "plots", predictor, want, errors, horizon, mode, traj[show], pred[show], truth_idx)
+    metrics["out"] = str(out)
+    return metrics
+
+
+def _mean(values):
+    return float(np.mean(values)) if values else None
+
+
+def _default_out(model: Path, mode: str) -> Path:
+    base = model.parent.parent if model.is_file() and model.parent.name == "checkpoints" else (
+        model if model.is_dir() else model.parent)
+    return base / f"rollout-{mode}"
+
+
+def _atomic(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
+
+
+def _plots(folder: Path, predictor, times, errors, horizon, mode, truth, pred, truth_idx) -> None:
+    """error_vs_time.png, snapshots.png (input, truth, prediction, error at up to four times), trajectory.gif."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.animation import FuncAnimation, PillowWriter
+
+    fig, ax = plt.subplots(figsize=(6, 3.8))
+    pts = [(t, e) for t, e in zip(times, errors) if e is not None]
+    if pts:
+        ax.semilogy(*zip(*pts), marker="o", ms=3, label=f"{mode}")
+    ax.axvline(horizon, color="0.5", ls="--", lw=1, label="training horizon")
+    ax.set_xlabel("t - t_0")
+    ax.set_ylabel("relative L2 error")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(folder / "error_vs_time.png", dpi=110)
+    plt.close(fig)
+
+    two_d = predictor.task.dim == 2
+    shown = [k for k, i in enumerate(truth_idx) if i is not None]
+    shown = [shown[int(round(x))] for x in np.linspace(0, len(shown) - 1, min(4, len(shown)))] if shown else []
+    if shown:
+        fig, axes = plt.subplots(len(shown), 4 if two_d else 1, figsize=(13 if two_d else 7, 3 * len(shown)),
+                                 squeeze=False)
+        for row, k in enumerate(shown):
+            true_k = truth[truth_idx[k]]
+            if two_d:
+                lim = float(np.abs(true_k).max()) or 1.0
+                panels = [(truth[0], "u(t_0)", "RdBu_r", lim), (true_k, f"truth t={times[k]:g}", "RdBu_r", lim),
+                          (pred[k], f"prediction ({mode})", "RdBu_r", lim),
+                          (pred[k] - true_k, "error", "RdBu_r", float(np.abs(pred[k] - true_k).max()) or 1.0)]
+                for ax, (img, title, cmap, v) in zip(axes[row], panels):
+                    im = ax.imshow(np.asarray(img).T, origin="lower", cmap=cmap, vmin=-v, vmax=v, extent=(0, 1, 0, 1))
+                    fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
+                    ax.set_title(title, fontsize=8)
+                    ax.set_xticks([])
+                    ax.set_yticks([])
+            else:
+                ax = axes[row, 0]
+                x = np.arange(truth.shape[-1]) / truth.shape[-1]
+                ax.plot(x, truth[0], color="0.6", ls="--", lw=1, label="u(t_0)")
+                ax.plot(x, true_k, color="k", lw=1.5, label=f"truth t={times[k]:g}")
+                ax.plot(x, pred[k], color="C3", lw=1, label=f"prediction ({mode})")
+                ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(folder / "snapshots.png", dpi=100)
+        plt.close(fig)
+
+    frames = [k for k, i in enumerate(truth_idx) if i is not None] or list(range(len(times)))
+    fig, axes = plt.subplots(1, 2 if two_d else 1, figsize=(8 if two_d else 6, 3.6), squeeze=False)
+    lim = float(np.abs(truth).max()) or 1.0
+
+    def draw(f):
+        k = frames[f]
+        for ax in axes[0]:
+            ax.clear()
+        if two_d:
+            i = truth_idx[k]
+            for ax, img, title in ((axes[0, 0], truth[i] if i is not None else pred[k] * np.nan, "truth"),
+                                   (axes[0, 1], pred[k], f"{mode} prediction")):
+                ax.imshow(np.asarray(img).T, origin="lower", cmap="RdBu_r", vmin=-lim, vmax=lim, extent=(0, 1, 0, 1))
+                ax.set_title(f"{title}, t = {times[k]:g}", fontsize=9)
+                ax.set_xticks([])
+                ax.set_yticks([])
+        else:
+            ax = axes[0, 0]
+            x = np.arange(truth.shape[-1]) / truth.shape[-1]
+            if truth_idx[k] is not None:
+                ax.plot(x, truth[truth_idx[k]], color="k", lw=1.5, label="truth")
+            ax.plot(x, pred[k], color="C3", lw=1, label="prediction")
+            ax.set_ylim(-1.1 * lim, 1.1 * lim)
+            ax.set_title(f"t = {times[k]:g}", fontsize=9)
+            ax.legend(fontsize=7, loc="upper right")
+        return []
+
+    anim = FuncAnimation(fig, draw, frames=len(frames), blit=False)
+    anim.save(folder / "trajectory.gif", writer=PillowWriter(fps=4), dpi=70)
+    plt.close(fig)

@@ -1,0 +1,94 @@
+"""Time-dependent tasks: pairs, splits by trajectory, rollout modes, and a tiny Navier-Stokes run via the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+import opformer
+from opformer.cli import main
+from opformer.config import DataConfig
+from opformer.tasks import get_task
+from opformer.tasks.trajectories import TrajectoryOptions, make_pairs
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+
+@pytest.mark.parametrize("k", [1, 4, 10])
+def test_all2all_has_k_squared_plus_k_over_two_pairs_per_trajectory(k):
+    allowed = np.arange(k + 1)
+    assert len(make_pairs(3, allowed, "all2all", False)) == 3 * (k * k + k) // 2
+    assert len(make_pairs(3, allowed, "all2all", True)) == 3 * (k + 1) * (k + 2) // 2  # with the i = j pairs
+    one = make_pairs(3, allowed, "one-at-a-time", False)
+    assert len(one) == 3 * k and set(one[:, 1]) == {0}
+    pairs = make_pairs(2, allowed, "all2all", False)
+    assert np.all(pairs[:, 1] < pairs[:, 2])
+
+
+@pytest.fixture(scope="module")
+def ns_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("ns") / "ns.h5"
+    assert main(["data", "navier-stokes", "--samples", "20", "--resolution", "16", "--t-final", "2",
+                 "--snapshots", "4", "--out", str(path), "--workers", "1", "--no-progress"]) == 0
+    return path
+
+
+def test_splits_are_by_trajectory_and_pairs_carry_their_lead_time(ns_file):
+    task = get_task("ns")
+    b = task.load(DataConfig(n_test=4, n_val=3), TrajectoryOptions(), {"train": ns_file, "test": None})
+    tr, va, te = (b.datasets[s] for s in ("train", "val", "test"))
+    trajectories = {s: {tuple(ds.traj[t].flatten()[:8].tolist()) for t in range(ds.traj.shape[0])}
+                    for s, ds in (("train", tr), ("val", va), ("test", te))}
+    assert len(trajectories["train"]) == 13 and len(trajectories["val"]) == 3 and len(trajectories["test"]) == 4
+    assert not (trajectories["train"] & trajectories["val"]) and not (trajectories["train"] & trajectories["test"])
+    assert len(tr) == 13 * 10 and len(va) == 3 * 4 and len(te) == 4 * 4  # all2all for training, (t_0, t_k) else
+    times = np.asarray(b.info["times"])
+    assert np.allclose(times, [0, 0.5, 1.0, 1.5, 2.0])
+    for k in range(len(tr)):
+        t, i, j = tr.pairs[k].tolist()
+        item = tr[k]
+        assert item["lead_time"] == pytest.approx(times[j] - times[i]) and item["lead_time"] > 0
+        assert torch.equal(item["input"], tr.traj[t, i]) and torch.equal(item["target"], tr.traj[t, j])
+
+
+def test_max_time_keeps_later_snapshots_for_testing_only(ns_file):
+    b = get_task("ns").load(DataConfig(n_test=4, n_val=3), TrajectoryOptions(max_time=1.0),
+                            {"train": ns_file, "test": None})
+    lead = b.datasets["train"].tensors("lead_time")
+    assert float(lead.max()) == pytest.approx(1.0) and b.info["max_lead"] == pytest.approx(1.0)
+    assert float(b.datasets["test"].tensors("lead_time").max()) == pytest.approx(2.0)
+
+
+def test_tiny_navier_stokes_trains_and_rolls_out_through_the_cli(ns_file, tmp_path):
+    out = tmp_path / "run"
+    assert main(["train", "ns-fno", "--data", str(ns_file), "--n-test", "4", "--n-val", "2", "--epochs", "2",
+                 "--width", "8", "--out", str(out), "--no-progress"]) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["task"] == "ns" and np.isfinite(metrics["test_rel_l2"])
+    ck = out / "checkpoints" / "best.ckpt"
+    for mode in ("direct", "autoregressive", "mixed"):
+        assert main(["rollout", str(ck), "--data", str(ns_file), "--mode", mode, "--samples", "3",
+                     "--times", "0.5,1,2,3.5", "--out", str(tmp_path / mode)]) == 0
+        r = json.loads((tmp_path / mode / "rollout.json").read_text())
+        assert r["times"] == [0.5, 1, 2, 3.5] and r["rel_l2"][-1] is None  # 3.5: beyond the file, no truth
+        for name in ("error_vs_time.png", "snapshots.png", "trajectory.gif"):
+            assert (tmp_path / mode / "plots" / name).stat().st_size > 0
+    model = opformer.load(ck)
+    u0 = np.asarray(model.task.load(DataConfig(n_test=4, n_val=2), model.options,
+                                    {"train": ns_file, "test": None}, splits=("test",)).datasets["test"].traj[:2, 0])
+    step = model.artifact["info"]["step"]
+    direct = model.rollout(u0, [step], mode="direct")
+    ar = model.rollout(u0, [step, 2 * step, 3 * step], mode="autoregressive")
+    mixed = model.rollout(u0, [3 * step], mode="mixed")
+    # direct with tau = S is one autoregressive step
+    np.testing.assert_allclose(direct[:, 0], ar[:, 0], rtol=0, atol=0)
+    # two autoregressive steps are one step applied to the first step's output
+    again = model.rollout(ar[:, 0], [step], mode="direct")
+    np.testing.assert_allclose(ar[:, 1], again[:, 0], rtol=1e-6, atol=1e-6)
+    # mixed takes the largest trained jump first: 3S (1.5) is within the training horizon (2.0), so one direct jump
+    np.testing.assert_allclose(mixed[:, 0], model.rollout(u0, [3 * step], mode="direct")[:, 0], rtol=1e-6, atol=1e-6)
+    with pytest.raises(opformer.tasks.artifact.ConfigError, match="ascending"):
+        model.rollout(u0, [1.0, 0.5])
