@@ -237,19 +237,22 @@ def _chunked(kernel: Kernel, chunk: int, q: Tensor, k: Tensor, v: Tensor, weight
 
 def _head_gram(a: Tensor, b: Tensor) -> Tensor:
     """sum_n a[., n, h]^T b[., n, h] per batch element and head: (batch, n, heads, d1), (batch, n, heads, d2) ->
-    (batch, heads, d1, d2).  One batched product over the heads per batch element, on strided views (no copies)."""
+    (batch, heads, d1, d2).  One matrix product per batch element and head on strided views (no copies; on CPU
+    this is faster than batched products over such views)."""
     out = a.new_empty(a.shape[0], a.shape[2], a.shape[3], b.shape[3])
     for i in range(a.shape[0]):
-        torch.bmm(a[i].permute(1, 2, 0), b[i].permute(1, 0, 2), out=out[i])
+        for j in range(a.shape[2]):
+            torch.mm(a[i, :, j].t(), b[i, :, j], out=out[i, j])
     return out
 
 
 def _head_apply(a: Tensor, m: Tensor) -> Tensor:
     """a[., n, h] @ m[., h] per batch element and head: (batch, n, heads, d1), (batch, heads, d1, d2) ->
-    (batch, n, heads, d2), written in that layout (one batched product per batch element, strided output)."""
+    (batch, n, heads, d2), written in that layout (one product per batch element and head, then a strided copy)."""
     out = a.new_empty(a.shape[0], a.shape[1], a.shape[2], m.shape[3])
     for i in range(a.shape[0]):
-        torch.bmm(a[i].transpose(0, 1), m[i], out=out[i].transpose(0, 1))
+        for j in range(a.shape[2]):
+            out[i, :, j] = torch.mm(a[i, :, j], m[i, j])
     return out
 
 
@@ -262,7 +265,7 @@ def _rms_rstd(y: Tensor, eps: float) -> Tensor:
 def _rms_backward_(g: Tensor, y: Tensor, rstd: Tensor) -> Tensor:
     """In place: the gradient of y = rstd * y_c w.r.t. the zero-mean y_c, g <- rstd (g - y <g, y> / d)."""
     d = g.shape[-1]
-    dot = torch.matmul(g.unsqueeze(-2), y.unsqueeze(-1)).squeeze(-1)  # row-wise <g, y>, (..., 1)
+    dot = torch.linalg.vecdot(g, y).unsqueeze(-1)  # row-wise <g, y>, (..., 1)
     return g.addcmul_(y, dot, value=-1.0 / d).mul_(rstd)
 
 
@@ -405,7 +408,7 @@ class _SoftKVMoments(torch.autograd.Function):
             rk, rv = _rms_rstd(k.view(b, n, heads, -1), eps), _rms_rstd(v.view(b, n, heads, -1), eps)
             k.view(b, n, heads, -1).mul_(rk)
             v.view(b, n, heads, -1).mul_(rv)
-        lo, hi = torch.aminmax(k, dim=1)  # per batch and column: the largest g * K^ over the points
+        lo, hi = k.amin(1), k.amax(1)  # per batch and column: the largest g * K^ over the points (not aminmax: slow)
         # the shift (+ c) is constant per column and cancels in the softmax: E = exp(g K^ + c - (shift + c))
         shift = torch.where(g >= 0, g * hi, g * lo)
         e = torch.addcmul(-shift.unsqueeze(1), k, g).exp_()
@@ -488,20 +491,27 @@ class _FeatureSoftmaxOut(torch.autograd.Function):
         da_q = torch.bmm(qs2.transpose(1, 2), dout) if need[4] else None
         da_p = torch.bmm(qs_p.view(b, n, h * p).transpose(1, 2), dout) if need[5] and p > 0 else None
         dc = dout.sum(1) if need[6] else None
-        dqs = torch.bmm(dout, a_q.transpose(1, 2)).view(b, n, h, d)
-        dot = torch.matmul(dqs.unsqueeze(-2), qs.unsqueeze(-1)).squeeze(-1)  # <dqs, qs> per head: (b, n, h, 1)
-        if p > 0:
-            dqs_p = torch.bmm(dout, a_p.transpose(1, 2)).view(b, n, h, p)
-            dot += (dqs_p * qs_p).sum(-1, keepdim=True)
-        dq = dqs.sub_(dot).mul_(qs).view(b * n, dm)  # softmax backward
-        x2 = x.reshape(b * n, dm)
-        dx = None
-        if need[0]:
-            dx = torch.mm(dq, wq).view(b, n, dm)
-            if ctx.residual:
-                dx += dout
-        dwq = torch.mm(dq.t(), x2) if need[1] else None
-        dbq = dq.sum(0) if need[2] else None
+        dx = torch.empty_like(x) if need[0] else None
+        dwq = torch.zeros_like(wq) if need[1] else None
+        dbq = x.new_zeros(dm) if need[2] else None
+        a_qt = a_q.transpose(1, 2)
+        for i, s, e in _row_blocks(x):  # the query gradient a block of rows at a time
+            rows = e - s
+            dqs = torch.mm(dout[i, s:e], a_qt[i]).view(rows, h, d)
+            q_blk = qs[i, s:e]
+            dot = torch.linalg.vecdot(dqs, q_blk).unsqueeze(-1)  # <dqs, qs> per head
+            if p > 0:
+                dqs_p = torch.mm(dout[i, s:e], a_p[i].t()).view(rows, h, p)
+                dot += (dqs_p * qs_p[i, s:e]).sum(-1, keepdim=True)
+            dq = dqs.sub_(dot).mul_(q_blk).view(rows, dm)  # softmax backward
+            if dwq is not None:
+                dwq += torch.mm(dq.t(), x[i, s:e])
+            if dbq is not None:
+                dbq += dq.sum(0)
+            if dx is not None:
+                blk = torch.mm(dq, wq, out=dx[i, s:e])
+                if ctx.residual:
+                    blk += dout[i, s:e]
         return dx, dwq, dbq, None, da_q, da_p, dc, None, None
 
 
