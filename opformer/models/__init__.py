@@ -4,6 +4,11 @@ Every model is called as ``model(input, coords)`` or ``model({"input": ..., "coo
 """
 
 from .base import EncoderConfig, OperatorModel
+from .cno import CNO, CNOConfig
+from .deeponet import DeepONet, DeepONetConfig
+from .scot import SCOT_SIZES, ScOT, ScOTConfig
+from .unet import UNet, UNetConfig
+from .vit import ViT, ViTConfig
 from .fno import FNO1d, FNO1dConfig, FNO2d, FNO2dConfig
 from .presets import MODEL_PRESETS, PAPER_PARAMETERS, model_preset
 from .registry import MODELS, build_model, count_parameters, default_coords, example_inputs, model_config
@@ -20,6 +25,17 @@ __all__ = [
     "FNO1dConfig",
     "FNO2d",
     "FNO2dConfig",
+    "ScOT",
+    "ScOTConfig",
+    "SCOT_SIZES",
+    "ViT",
+    "ViTConfig",
+    "UNet",
+    "UNetConfig",
+    "DeepONet",
+    "DeepONetConfig",
+    "CNO",
+    "CNOConfig",
     "MODELS",
     "build_model",
     "model_config",

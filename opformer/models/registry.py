@@ -9,8 +9,13 @@ import torch
 from torch import Tensor, nn
 
 from .base import OperatorModel, closest, make_config
+from .cno import CNO
+from .deeponet import DeepONet
 from .fno import FNO1d, FNO2d
+from .scot import ScOT
 from .transformer import Transformer1d, Transformer2d
+from .unet import UNet
+from .vit import ViT
 
 __all__ = ["MODELS", "build_model", "model_config", "example_inputs", "count_parameters", "default_coords"]
 
@@ -20,6 +25,11 @@ MODELS: dict[str, type[OperatorModel]] = {
     "transformer2d": Transformer2d,
     "fno1d": FNO1d,
     "fno2d": FNO2d,
+    "scot": ScOT,
+    "vit": ViT,
+    "unet": UNet,
+    "deeponet": DeepONet,
+    "cno": CNO,
 }
 
 #: resolution used by example_inputs when none is given (the paper's training grids)

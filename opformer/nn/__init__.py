@@ -10,11 +10,14 @@ from .attention import (
     register_kernel,
     softmax_attention,
 )
+from .alias_free import AliasFreeActivation2d, fourier_resample2d
 from .conditional import ConditionalAffine, ConditionalLayerNorm, LeadTimeMLP
 from .cinn import CiNNDownscaler2d, CiNNUpscaler2d, middle_size, resize2d
 from .decoders import PointwiseDecoder, SpectralDecoder1d, SpectralDecoder2d
 from .encoder import Encoder, EncoderLayer, FeedForward
+from .patch import PatchEmbed2d, PatchExpand2d, PatchMerge2d, PatchRecover2d, layer_norm, sincos_encoding_2d
 from .spectral import SpectralConv1d, SpectralConv2d
+from .window import ContinuousPositionBias, GalerkinBlock2d, WindowAttention2d, WindowBlock2d, window_groups
 
 __all__ = [
     "KERNELS",
@@ -40,4 +43,17 @@ __all__ = [
     "ConditionalLayerNorm",
     "ConditionalAffine",
     "LeadTimeMLP",
+    "PatchEmbed2d",
+    "PatchRecover2d",
+    "PatchMerge2d",
+    "PatchExpand2d",
+    "layer_norm",
+    "sincos_encoding_2d",
+    "WindowAttention2d",
+    "WindowBlock2d",
+    "GalerkinBlock2d",
+    "ContinuousPositionBias",
+    "window_groups",
+    "AliasFreeActivation2d",
+    "fourier_resample2d",
 ]

@@ -38,6 +38,8 @@ __all__ = [
     "PatchRecover2d",
     "PatchMerge2d",
     "PatchExpand2d",
+    "LayerNorm",
+    "layer_norm",
 ]
 
 #: positional encodings of :class:`PatchEmbed2d`
@@ -107,6 +109,20 @@ def sincos_encoding_2d(points: Tensor, d_model: int, max_frequency: float = 64.0
     return out
 
 
+class LayerNorm(nn.LayerNorm):
+    """``nn.LayerNorm`` that accepts (and ignores) a ``lead_time``: the unconditioned twin of
+    :class:`~opformer.nn.ConditionalLayerNorm` (same call, no lead-time parameters)."""
+
+    def forward(self, x: Tensor, lead_time: Optional[Tensor] = None) -> Tensor:
+        return super().forward(x)
+
+
+def layer_norm(width: int, conditioned: bool = False, eps: float = 1e-5) -> nn.Module:
+    """A layer norm over the last axis called as ``norm(x, lead_time)``: lead-time conditioned (the lecture's
+    N(w) = g(tau) LN(w) + h(tau), identity at initialisation) when ``conditioned``, else the plain one."""
+    return ConditionalLayerNorm(width, eps=eps) if conditioned else LayerNorm(width, eps=eps)
+
+
 class PatchEmbed2d(nn.Module):
     """Patch embedding operator: (batch, H, W, C) and coords (batch, H, W, 2) -> tokens (batch, H/p, W/p, d_model).
 
@@ -161,12 +177,12 @@ class PatchRecover2d(nn.Module):
 class PatchMerge2d(nn.Module):
     """2 x 2 neighbouring tokens -> one: (batch, Hp, Wp, d) -> (batch, ceil(Hp/2), ceil(Wp/2), out_dim).
 
-    Concatenation of the four tokens (4d), a (conditioned) layer norm and a linear map 4d -> out_dim (default 2d).
+    Concatenation of the four tokens (4d), a layer norm (lead-time conditioned with ``conditioned``) and a linear map 4d -> out_dim (default 2d).
     Odd token grids are padded with zero tokens first."""
 
-    def __init__(self, d_model: int, out_dim: Optional[int] = None, eps: float = 1e-5):
+    def __init__(self, d_model: int, out_dim: Optional[int] = None, eps: float = 1e-5, conditioned: bool = False):
         super().__init__()
-        self.norm = ConditionalLayerNorm(4 * d_model, eps=eps)
+        self.norm = layer_norm(4 * d_model, conditioned, eps)
         self.reduce = nn.Linear(4 * d_model, out_dim or 2 * d_model, bias=False)
 
     def forward(self, t: Tensor, lead_time: Optional[Tensor] = None) -> Tensor:
@@ -179,11 +195,11 @@ class PatchExpand2d(nn.Module):
 
     A linear map d -> 4 out_dim, the four parts placed on the 2 x 2 sub-grid, a (conditioned) layer norm."""
 
-    def __init__(self, d_model: int, out_dim: Optional[int] = None, eps: float = 1e-5):
+    def __init__(self, d_model: int, out_dim: Optional[int] = None, eps: float = 1e-5, conditioned: bool = False):
         super().__init__()
         out_dim = out_dim or max(1, d_model // 2)
         self.expand = nn.Linear(d_model, 4 * out_dim, bias=False)
-        self.norm = ConditionalLayerNorm(out_dim, eps=eps)
+        self.norm = layer_norm(out_dim, conditioned, eps)
 
     def forward(self, t: Tensor, lead_time: Optional[Tensor] = None) -> Tensor:
         return self.norm(unpatchify(self.expand(t), 2), lead_time)

@@ -30,9 +30,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .activations import activation
-from .conditional import ConditionalLayerNorm
 from .encoder import EncoderLayer
-from .patch import pad_to_multiple
+from .patch import layer_norm, pad_to_multiple
 
 __all__ = [
     "window_partition",
@@ -200,7 +199,8 @@ class WindowBlock2d(nn.Module):
 
         y = x + N1(WindowAttention(x), tau),   out = y + N2(MLP(y), tau)
 
-    with N the :class:`~opformer.nn.ConditionalLayerNorm` (the plain layer norm when ``lead_time`` is None).
+    with N the :class:`~opformer.nn.ConditionalLayerNorm` when ``conditioned`` (the plain layer norm otherwise, or
+    when ``lead_time`` is None).
     ``galerkin``: follow the block with a global :class:`GalerkinBlock2d` over all tokens (linear cost).
     Shapes: ``x`` (batch, H, W, d_model), ``pos`` (batch, H, W, 2) token coordinates (needed with ``galerkin``)."""
 
@@ -212,8 +212,8 @@ class WindowBlock2d(nn.Module):
         hidden = max(1, int(round(mlp_ratio * d_model)))
         self.mlp = nn.Sequential(nn.Linear(d_model, hidden), activation(activation_name), nn.Dropout(dropout),
                                  nn.Linear(hidden, d_model))
-        self.norm1 = ConditionalLayerNorm(d_model, eps=norm_eps)
-        self.norm2 = ConditionalLayerNorm(d_model, eps=norm_eps)
+        self.norm1 = layer_norm(d_model, conditioned, norm_eps)
+        self.norm2 = layer_norm(d_model, conditioned, norm_eps)
         self.drop = nn.Dropout(dropout)
         self.galerkin = GalerkinBlock2d(d_model, n_heads, conditioned=conditioned, norm_eps=norm_eps,
                                         activation_name=activation_name) if galerkin else None

@@ -1,0 +1,147 @@
+"""CNO, the Convolutional Neural Operator (Raonic et al. 2023): a U-Net of convolutions whose activations are
+alias-free, so that the network maps band-limited functions to band-limited functions.
+
+Lift: 3x3 conv ``in -> width`` and an alias-free activation.  Encoder: ``levels`` times a block (3x3 conv,
+alias-free activation) and a down block (3x3 conv to twice the width, alias-free activation whose filter keeps the
+band of the half grid and samples there).  Bottleneck: ``res_blocks`` residual blocks v + conv(sigma(conv v)).
+Decoder: ``levels`` times an up block (band-limited upsampling x2, 3x3 conv to half the width, alias-free
+activation), concatenation with the encoder's features (skip connection) and a block.  Projection: 1x1 conv.
+Every activation is :class:`~opformer.nn.alias_free.AliasFreeActivation2d` (upsample by ``up``, activate, filter,
+downsample); resampling is by Fourier modes (:func:`~opformer.nn.alias_free.fourier_resample2d`), which reads the
+grid as periodic; the convolutions pad circularly for the same reason.  With ``time_conditioning="norm"`` each
+block's output gets a lead-time scale and shift (:class:`~opformer.nn.ConditionalAffine`, identity at init).
+
+Resolution rules: with ``grid_size`` the network runs on the ``grid_size x grid_size`` grid (a multiple of
+2**levels): an input on any grid is resampled there by Fourier modes and the output back to the output grid the
+same way, so the model is one operator on band-limited functions at every resolution (the CNO's claim; exact for
+inputs band-limited to the internal grid).  Without it, the input grid (any H, W >= 2) is padded at the end of
+each axis by replication to a multiple of 2**levels and cropped back.  ``out_size``: a square output grid
+(bilinear, node grids corner to corner).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+from torch import Tensor, nn
+import torch
+
+from ..nn.activations import ACTIVATIONS
+from ..nn.alias_free import AliasFreeActivation2d, fourier_resample2d
+from ..nn.conditional import ConditionalAffine
+from ..nn.patch import crop, pad_to_multiple
+from ._grid2d import check_common, output_grid, to_output_grid
+from .base import OperatorModel, _choice, _positive_int
+
+__all__ = ["CNOConfig", "CNO"]
+
+
+@dataclasses.dataclass(frozen=True)
+class CNOConfig:
+    """CNO.  ``width`` channels at the finest level, doubled at each of the ``levels`` coarser ones;
+    ``res_blocks`` residual blocks at the coarsest level; ``activation`` and its upsampling factor ``up``;
+    ``grid_size`` the internal grid (None: the input grid, padded); ``out_size``."""
+
+    in_channels: int = 1
+    out_channels: int = 1
+    width: int = 16
+    levels: int = 2
+    res_blocks: int = 2
+    activation: str = "gelu"
+    up: int = 2
+    grid_size: Optional[int] = None
+    out_size: Optional[int] = None
+    time_conditioning: str = "none"
+
+    def __post_init__(self):
+        check_common(self)
+        for name in ("width", "up"):
+            _positive_int(name, getattr(self, name))
+        for name in ("levels", "res_blocks"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"{name} must be an int >= 0, got {value!r}")
+        _choice("activation", self.activation, ACTIVATIONS)
+        if self.grid_size is not None:
+            m = 2**self.levels
+            if not isinstance(self.grid_size, int) or self.grid_size % m or self.grid_size < 2 * m:
+                raise ValueError(f"grid_size must be None or a multiple of 2**levels = {m}, at least {2 * m}; "
+                                 f"got {self.grid_size!r}")
+
+
+class _Block(nn.Module):
+    """3x3 conv (circular padding) -> [lead-time affine] -> alias-free activation, to ``out_size`` (channels first)."""
+
+    def __init__(self, c_in: int, c_out: int, act: str, up: int, conditioned: bool):
+        super().__init__()
+        self.conv = nn.Conv2d(c_in, c_out, 3, padding=1, padding_mode="circular")
+        self.cond = ConditionalAffine(c_out) if conditioned else None
+        self.act = AliasFreeActivation2d(act, up)
+
+    def forward(self, x: Tensor, lead_time: Optional[Tensor], out_size=None) -> Tensor:
+        y = self.conv(x)
+        if self.cond is not None:
+            y = self.cond(y.permute(0, 2, 3, 1), lead_time).permute(0, 3, 1, 2)
+        return self.act(y, out_size)
+
+
+class _ResBlock(nn.Module):
+    def __init__(self, c: int, act: str, up: int, conditioned: bool):
+        super().__init__()
+        self.block = _Block(c, c, act, up, conditioned)
+        self.conv = nn.Conv2d(c, c, 3, padding=1, padding_mode="circular")
+
+    def forward(self, x: Tensor, lead_time: Optional[Tensor]) -> Tensor:
+        return x + self.conv(self.block(x, lead_time))
+
+
+class CNO(OperatorModel):
+    """CNO on a 2D grid: ``input`` (batch, H, W, in_channels), ``coords`` (batch, H, W, 2) ->
+    (batch, H, W, out_channels), or (batch, out_size, out_size, out_channels) with ``out_size``."""
+
+    name = "cno"
+    config_class = CNOConfig
+    spatial_dim = 2
+
+    def __init__(self, config: Optional[CNOConfig] = None, **kwargs):
+        super().__init__(config, **kwargs)
+        cfg = self.config
+        cond, act, up = cfg.time_conditioning == "norm", cfg.activation, cfg.up
+        c = [cfg.width * 2**level for level in range(cfg.levels + 1)]
+        self.lift = _Block(self.lift_channels, c[0], act, up, cond)
+        self.enc = nn.ModuleList([_Block(c[i], c[i], act, up, cond) for i in range(cfg.levels)])
+        self.down = nn.ModuleList([_Block(c[i], c[i + 1], act, up, cond) for i in range(cfg.levels)])
+        self.res = nn.ModuleList([_ResBlock(c[-1], act, up, cond) for _ in range(cfg.res_blocks)])
+        self.up = nn.ModuleList([_Block(c[i + 1], c[i], act, up, cond) for i in range(cfg.levels)])
+        self.dec = nn.ModuleList([_Block(2 * c[i], c[i], act, up, cond) for i in range(cfg.levels)])
+        self.project = nn.Conv2d(c[0], cfg.out_channels, 1)
+
+    def _check_grid(self, grid: tuple[int, ...]) -> None:
+        if min(grid) < 2:
+            raise ValueError(f"CNO needs a grid of at least 2 x 2, got {grid[0]} x {grid[1]}")
+
+    def _forward(self, x: Tensor, coords: Tensor, lead_time: Optional[Tensor]) -> Tensor:
+        cfg = self.config
+        h, w = x.shape[1], x.shape[2]
+        grid_out = output_grid(cfg, (h, w))
+        if cfg.grid_size is not None:
+            v = fourier_resample2d(x, cfg.grid_size)
+        else:
+            v = pad_to_multiple(x, 2**cfg.levels)
+        v = self.lift(v.permute(0, 3, 1, 2), lead_time)
+        skips = []
+        for enc, down in zip(self.enc, self.down):
+            skips.append(enc(v, lead_time))
+            v = down(skips[-1], lead_time, (v.shape[-2] // 2, v.shape[-1] // 2))
+        for res in self.res:
+            v = res(v, lead_time)
+        for i in reversed(range(cfg.levels)):
+            skip = skips[i]
+            v = fourier_resample2d(v, tuple(skip.shape[-2:]), channels_last=False)
+            v = self.up[i](v, lead_time)
+            v = self.dec[i](torch.cat((v, skip), dim=1), lead_time)
+        y = self.project(v).permute(0, 2, 3, 1)
+        if cfg.grid_size is not None:
+            return to_output_grid(fourier_resample2d(y, (h, w)), grid_out)
+        return to_output_grid(crop(y, h, w), grid_out)

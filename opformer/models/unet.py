@@ -1,0 +1,109 @@
+"""A standard 2D U-Net baseline (Ronneberger et al. 2015), as used for operator learning in the lecture.
+
+Input (a, x, y) -> double conv (3x3 conv, layer norm over channels, activation, twice) at width c -> ``levels``
+times: 2x2 max pooling and a double conv doubling the width -> ``levels`` times: 2x2 transposed convolution
+halving the width, concatenation with the encoder's features of the same grid (skip connection), double conv ->
+1x1 conv to the output channels.  The layer norms are lead-time conditioned with ``time_conditioning="norm"``.
+
+Resolution rules: any H x W grid with H, W >= 2; it is padded at the end of each axis (replicating the last
+row/column) to a multiple of 2**levels and cropped back.  The convolutions act on the grid it is given (3 x 3 grid
+points, so a finer grid sees a smaller part of the domain): the model does not claim resolution transfer unless
+``grid_size`` is set, which resamples the input bilinearly to ``grid_size x grid_size`` and the output back.
+``out_size``: a square output grid (bilinear).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+import torch
+from torch import Tensor, nn
+
+from ..nn.activations import ACTIVATIONS, activation
+from ..nn.patch import crop, layer_norm, pad_to_multiple
+from ._grid2d import check_common, check_size, maybe_resize, output_grid, to_output_grid
+from .base import OperatorModel, _choice, _positive_int
+
+__all__ = ["UNetConfig", "UNet"]
+
+
+@dataclasses.dataclass(frozen=True)
+class UNetConfig:
+    """U-Net.  ``width`` channels at the finest level, doubled at each of the ``levels`` coarser ones;
+    ``activation``; ``grid_size`` an optional internal grid; ``out_size``."""
+
+    in_channels: int = 1
+    out_channels: int = 1
+    width: int = 16
+    levels: int = 3
+    activation: str = "gelu"
+    grid_size: Optional[int] = None
+    out_size: Optional[int] = None
+    time_conditioning: str = "none"
+
+    def __post_init__(self):
+        check_common(self)
+        _positive_int("width", self.width)
+        if not isinstance(self.levels, int) or isinstance(self.levels, bool) or self.levels < 0:
+            raise ValueError(f"levels must be an int >= 0, got {self.levels!r}")
+        _choice("activation", self.activation, ACTIVATIONS)
+        check_size("grid_size", self.grid_size)
+
+
+class DoubleConv(nn.Module):
+    """(conv 3x3 -> layer norm over channels -> activation) twice; channels-last in and out."""
+
+    def __init__(self, c_in: int, c_out: int, act: str, conditioned: bool):
+        super().__init__()
+        self.conv1 = nn.Conv2d(c_in, c_out, 3, padding=1)
+        self.conv2 = nn.Conv2d(c_out, c_out, 3, padding=1)
+        self.norm1, self.norm2 = layer_norm(c_out, conditioned), layer_norm(c_out, conditioned)
+        self.act = activation(act)
+
+    def forward(self, x: Tensor, lead_time: Optional[Tensor]) -> Tensor:
+        x = self.conv1(x.permute(0, 3, 1, 2)).permute(0, 2, 3, 1)
+        x = self.act(self.norm1(x, lead_time))
+        x = self.conv2(x.permute(0, 3, 1, 2)).permute(0, 2, 3, 1)
+        return self.act(self.norm2(x, lead_time))
+
+
+class UNet(OperatorModel):
+    """U-Net on a 2D grid: ``input`` (batch, H, W, in_channels), ``coords`` (batch, H, W, 2) ->
+    (batch, H, W, out_channels), or (batch, out_size, out_size, out_channels) with ``out_size``."""
+
+    name = "unet"
+    config_class = UNetConfig
+    spatial_dim = 2
+
+    def __init__(self, config: Optional[UNetConfig] = None, **kwargs):
+        super().__init__(config, **kwargs)
+        cfg = self.config
+        cond = cfg.time_conditioning == "norm"
+        c = [cfg.width * 2**level for level in range(cfg.levels + 1)]
+        self.inc = DoubleConv(self.lift_channels + 2, c[0], cfg.activation, cond)
+        self.down = nn.ModuleList([DoubleConv(c[i], c[i + 1], cfg.activation, cond) for i in range(cfg.levels)])
+        self.up = nn.ModuleList([nn.ConvTranspose2d(c[i + 1], c[i], 2, stride=2) for i in range(cfg.levels)])
+        self.dec = nn.ModuleList([DoubleConv(2 * c[i], c[i], cfg.activation, cond) for i in range(cfg.levels)])
+        self.pool = nn.MaxPool2d(2)
+        self.head = nn.Linear(c[0], cfg.out_channels)
+
+    def _check_grid(self, grid: tuple[int, ...]) -> None:
+        if self.config.grid_size is None and min(grid) < 2:
+            raise ValueError(f"UNet needs a grid of at least 2 x 2, got {grid[0]} x {grid[1]}")
+
+    def _forward(self, x: Tensor, coords: Tensor, lead_time: Optional[Tensor]) -> Tensor:
+        cfg = self.config
+        grid_out = output_grid(cfg, x.shape[1:3])
+        x = maybe_resize(torch.cat((x, coords), dim=-1), cfg.grid_size)
+        h, w = x.shape[1], x.shape[2]
+        x = pad_to_multiple(x, 2**cfg.levels)
+        feats = [self.inc(x, lead_time)]
+        for block in self.down:
+            pooled = self.pool(feats[-1].permute(0, 3, 1, 2)).permute(0, 2, 3, 1)
+            feats.append(block(pooled, lead_time))
+        y = feats[-1]
+        for i in reversed(range(cfg.levels)):
+            y = self.up[i](y.permute(0, 3, 1, 2)).permute(0, 2, 3, 1)
+            y = self.dec[i](torch.cat((y, feats[i]), dim=-1), lead_time)
+        return to_output_grid(crop(self.head(y), h, w), grid_out)
