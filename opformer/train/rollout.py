@@ -55,7 +55,7 @@ def _run(args) -> int:
         return _fail(str(exc))
     known = [(t, e) for t, e in zip(m["times"], m["rel_l2"]) if e is not None]
     if known:
-        print(f"{m['mode']} rollout of {m['n']} trajectories: mean relative L2 over time {m['mean_rel_l2']:.4e}, "
+        print(f"{m['mode']} rollout of {m['n']} trajectories ({m['trajectories']}): mean relative L2 over time {m['mean_rel_l2']:.4e}, "
               f"at t = {known[-1][0]:g}: {known[-1][1]:.4e}")
     else:
         print(f"{m['mode']} rollout of {m['n']} trajectories at times the file does not store: predictions only")
@@ -76,10 +76,13 @@ def rollout_file(model, *, data, mode="direct", step: Optional[float] = None, ti
         raise ConfigError(f"{model}: the model of task {predictor.task.name} is not time-dependent")
     key = key or info.get("key") or predictor.artifact["keys"][0]
     src = open_source(data, (key,))
-    n = src.n_samples if samples is None else min(int(samples), src.n_samples)
+    indices, which = _trajectories(Path(model), Path(data), src.n_samples)
+    if samples is not None:
+        indices = indices[: int(samples)]
+    n = len(indices)
     if n < 1 or not 0 <= show < n:
         raise ConfigError(f"--show {show} must be one of the {n} trajectories used")
-    traj = src.read(key, np.arange(n))
+    traj = src.read(key, indices)
     if traj.ndim == predictor.task.dim + 3:
         traj = traj[..., 0]
     file_times = np.asarray(src.coords.get("t", np.asarray(info["times"])[: traj.shape[1]]), dtype=np.float64)
@@ -100,7 +103,8 @@ def rollout_file(model, *, data, mode="direct", step: Optional[float] = None, ti
     known = [e for e in errors if e is not None]
     out = Path(out) if out is not None else _default_out(Path(model), mode)
     (out / "plots").mkdir(parents=True, exist_ok=True)
-    metrics = {"model": str(model), "data": str(data), "mode": mode, "step": step or info.get("step"), "n": n,
+    metrics = {"model": str(model), "data": str(data), "trajectories": which, "mode": mode,
+               "step": step or info.get("step"), "n": n,
                "times": [float(t) for t in want], "rel_l2": errors, "training_horizon": horizon,
                "mean_rel_l2": float(np.mean(known)) if known else None,
                "mean_rel_l2_in_horizon": _mean([e for e, t in zip(errors, want) if e is not None and t <= horizon]),
@@ -115,6 +119,21 @@ def rollout_file(model, *, data, mode="direct", step: Optional[float] = None, ti
     _plots(out / "plots", predictor, want, errors, horizon, mode, traj[show], pred[show], truth_idx)
     metrics["out"] = str(out)
     return metrics
+
+
+def _trajectories(model: Path, data: Path, n_file: int) -> tuple[np.ndarray, str]:
+    """The trajectories to roll out: the run's own test trajectories when ``data`` is the file the model was trained
+    on (so that no training trajectory is scored), else all of the file."""
+    from ..data.datasets import make_splits
+    from ..tasks.artifact import read_checkpoint
+
+    run = read_checkpoint(model).get("run_config") if model.is_file() else None
+    d = (run or {}).get("data") or {}
+    if d.get("path") and not d.get("test_path") and Path(d["path"]).resolve() == data.resolve():
+        split = make_splits(n_file, None, n_train=d.get("n_train"), n_val=d.get("n_val", 0.1),
+                            n_test=d.get("n_test"), train_pool=d.get("train_pool"))
+        return split["test"], "the run's test trajectories"
+    return np.arange(n_file), "all trajectories of the file"
 
 
 def _mean(values):

@@ -74,6 +74,7 @@ def test_tiny_navier_stokes_trains_and_rolls_out_through_the_cli(ns_file, tmp_pa
                      "--times", "0.5,1,2,3.5", "--out", str(tmp_path / mode)]) == 0
         r = json.loads((tmp_path / mode / "rollout.json").read_text())
         assert r["times"] == [0.5, 1, 2, 3.5] and r["rel_l2"][-1] is None  # 3.5: beyond the file, no truth
+        assert r["trajectories"] == "the run's test trajectories" and r["n"] == 3  # never a training trajectory
         for name in ("error_vs_time.png", "snapshots.png", "trajectory.gif"):
             assert (tmp_path / mode / "plots" / name).stat().st_size > 0
     model = opformer.load(ck)
