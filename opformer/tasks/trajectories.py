@@ -24,7 +24,7 @@ from torch import Tensor
 
 from ..config import ConfigError, opt
 from ..data.datasets import UnitGaussianNormalizer, make_splits, read_blocks, stride_for
-from ..data.readers import open_source
+from ..data.readers import load_arrays, open_source
 from ..pde.errors import DataError
 from .base import Bundle, Operator, Task, grid_coords, register_task
 
@@ -37,7 +37,26 @@ class TrajectoryOptions:
     residual: bool = opt(False, "predict u(t_j) - u(t_i) instead of u(t_j)")
     max_time: Optional[float] = opt(None, "train and validate on snapshots with t <= max_time only (null: all)",
                                     above=0.0)
-    dt: float = opt(1.0, "time between snapshots when the file stores no times t", above=0.0)
+    time_key: str = opt("t", "name of the snapshot times in the file: an array (K+1,) or an HDF5 attribute")
+    dt: float = opt(1.0, "time between snapshots when the file stores no times", above=0.0)
+
+
+def _snapshot_times(path, src, options, n_times: int) -> np.ndarray:
+    """The times of the snapshots: an opformer file's ``t``, else the array or HDF5 attribute ``--time-key``, else
+    ``--dt`` times the snapshot index."""
+    if options.time_key == "t" and "t" in src.coords:
+        return np.asarray(src.coords["t"], dtype=np.float64)
+    try:
+        return np.asarray(load_arrays(path, (options.time_key,))[options.time_key], dtype=np.float64).reshape(-1)
+    except DataError:
+        pass
+    if str(path).endswith((".h5", ".hdf5")):
+        import h5py
+
+        with h5py.File(path, "r") as h5:
+            if options.time_key in h5.attrs:
+                return np.asarray(h5.attrs[options.time_key], dtype=np.float64).reshape(-1)
+    return np.arange(n_times) * options.dt
 
 
 def make_pairs(n_traj: int, allowed: np.ndarray, strategy: str, include_zero: bool) -> np.ndarray:
@@ -114,7 +133,7 @@ class TrajectoryTask(Task):
             raise DataError(f"{test_src.describe()}: key {key!r} shape {test_src.shapes[key]} differs from the "
                             f"training file's {train_src.shapes[key]}")
         n_times = train_src.shapes[key][1]
-        times = np.asarray(train_src.coords.get("t", np.arange(n_times) * options.dt), dtype=np.float64)
+        times = _snapshot_times(files["train"], train_src, options, n_times)
         if times.shape != (n_times,) or np.any(np.diff(times) <= 0):
             raise DataError(f"{train_src.describe()}: the times 't' must be {n_times} increasing values, found "
                             f"{times.shape}")

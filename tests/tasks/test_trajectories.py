@@ -93,3 +93,25 @@ def test_tiny_navier_stokes_trains_and_rolls_out_through_the_cli(ns_file, tmp_pa
     np.testing.assert_allclose(mixed[:, 0], model.rollout(u0, [3 * step], mode="direct")[:, 0], rtol=1e-6, atol=1e-6)
     with pytest.raises(opformer.tasks.artifact.ConfigError, match="ascending"):
         model.rollout(u0, [1.0, 0.5])
+
+
+def test_own_trajectories_with_other_keys_a_channel_axis_and_times_as_array_or_attribute(tmp_path):
+    """A user's file: trajectories (N, K+1, n, 1) under 'q' and times under 'time' (array in .npz, attribute in .h5)."""
+    import h5py
+
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((12, 6, 16, 1))
+    times = np.array([0.0, 0.1, 0.3, 0.6, 1.0, 1.5])
+    np.savez(tmp_path / "mine.npz", q=q, time=times)
+    with h5py.File(tmp_path / "mine.h5", "w") as h5:
+        h5["q"] = q[..., 0]
+        h5.attrs["time"] = times
+    task = get_task("burgers-traj")
+    for name in ("mine.npz", "mine.h5"):
+        b = task.load(DataConfig(keys=["q"], n_test=2, n_val=2), TrajectoryOptions(time_key="time"),
+                      {"train": tmp_path / name, "test": None})
+        assert np.allclose(b.info["times"], times) and b.input_grid == (16,)
+        assert len(b.datasets["train"]) == 8 * 15 and b.datasets["train"][0]["input"].shape == (16, 1)
+    b = task.load(DataConfig(keys=["q"], n_test=2, n_val=2), TrajectoryOptions(dt=0.25),
+                  {"train": tmp_path / "mine.h5", "test": None})
+    assert np.allclose(b.info["times"], 0.25 * np.arange(6))  # no 't': --dt times the index
