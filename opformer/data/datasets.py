@@ -19,7 +19,8 @@ import torch
 from ..pde.errors import DataError
 from .readers import ArraySource
 
-__all__ = ["UnitGaussianNormalizer", "make_splits", "FieldDataset", "stride_for", "read_blocks", "sample_array"]
+__all__ = ["UnitGaussianNormalizer", "make_splits", "FieldDataset", "stride_for", "read_blocks", "sample_array",
+           "suspicious_samples"]
 
 _BLOCK = 32  # samples read and transformed at a time (bounds the memory of full-resolution arrays)
 
@@ -289,6 +290,62 @@ class FieldDataset(torch.utils.data.Dataset):
     def tensors(self, name: str) -> torch.Tensor:
         """All samples of one item, ``(len, ...)``."""
         return self._items[name]
+
+
+def suspicious_samples(datasets: dict, *, limit: float = 50.0, show: int = 10) -> list[str]:
+    """One line per split and finding, naming the samples (positions within the split) that would silently spoil a
+    run: a target of zero norm (the relative L2 error ``||pred - u|| / ||u||`` divides by it), and an input or target
+    far outside the training data, ``max_points |x - mean_c| / std_c > limit`` with the mean and standard deviation
+    of channel ``c`` over the whole training split (a corrupted or mis-scaled sample).  Reads each split once, in
+    blocks of samples; datasets other than :class:`FieldDataset` (pairs drawn from trajectories) are skipped."""
+
+    def blocks(ds, name):  # (first index, float64 block (samples, points, channels))
+        t = ds.tensors(name)
+        for lo in range(0, t.shape[0], _BLOCK):
+            b = t[lo : lo + _BLOCK].double()
+            yield lo, b.reshape(b.shape[0], -1, b.shape[-1] if b.dim() > 2 else 1)
+
+    def has(ds, name):
+        return isinstance(ds, FieldDataset) and name in ds._items and len(ds) > 0
+
+    train, stats = datasets.get("train"), {}
+    for name in ("input", "target"):
+        if has(train, name):
+            count, s1, s2 = 0, 0.0, 0.0
+            for _, b in blocks(train, name):
+                count, s1, s2 = count + b.shape[0] * b.shape[1], s1 + b.sum((0, 1)), s2 + (b * b).sum((0, 1))
+            mean = s1 / count
+            stats[name] = (mean, (s2 / count - mean * mean).clamp_min(0).sqrt())
+
+    def listed(idx: list, n: int) -> str:
+        return "samples " + ", ".join(map(str, idx[:show])) + (", ..." if len(idx) > show else "") + f" ({len(idx)} of {n})"
+
+    lines = []
+    for split, ds in datasets.items():
+        n = len(ds) if isinstance(ds, FieldDataset) else 0
+        if has(ds, "target"):
+            zero = [lo + int(i) for lo, b in blocks(ds, "target")
+                    for i in torch.nonzero(b.flatten(1).norm(dim=1) <= torch.finfo(torch.float32).tiny).flatten()]
+            if zero:
+                lines.append(f"{split} split, {listed(zero, n)}: the target has zero norm; the relative L2 loss "
+                             "divides by it (remove these samples or choose another loss)")
+        for name, (mean, std) in stats.items():
+            if not has(ds, name):
+                continue
+            far, worst = [], 0.0
+            for lo, b in blocks(ds, name):
+                dev = (b - mean).abs()
+                scaled = torch.where(std > 0, dev / std.clamp_min(torch.finfo(torch.float64).tiny),
+                                     torch.where(dev > 0, torch.inf, 0.0)).nan_to_num(nan=torch.inf)
+                per_sample = scaled.flatten(1).amax(dim=1)
+                for i in torch.nonzero(per_sample > limit).flatten():
+                    far.append(lo + int(i))
+                    worst = max(worst, float(per_sample[i]))
+            if far:
+                lines.append(f"{split} split, {listed(far, n)}: the {name} lies far outside the training data "
+                             f"(max |x - mean| / std = {worst:.3g} > {limit:g}, mean and std per channel over the "
+                             "training split)")
+    return lines
 
 
 def keys_pair(keys: Optional[Sequence[str]], default: Sequence[str]) -> tuple[str, str]:

@@ -1,9 +1,11 @@
 """A standard 2D U-Net baseline (Ronneberger et al. 2015), as used for operator learning in the lecture.
 
-Input (a, x, y) -> double conv (3x3 conv, layer norm over channels, activation, twice) at width c -> ``levels``
+Input (a, x, y) -> double conv (3x3 conv, [norm], activation, twice) at width c -> ``levels``
 times: 2x2 max pooling and a double conv doubling the width -> ``levels`` times: 2x2 transposed convolution
 halving the width, concatenation with the encoder's features of the same grid (skip connection), double conv ->
-1x1 conv to the output channels.  The layer norms are lead-time conditioned with ``time_conditioning="norm"``.
+1x1 conv to the output channels.  ``norm``: "none" (the original U-Net) or "layer" (a layer norm over the channels
+of each point).  With ``time_conditioning="norm"`` the layer norms are lead-time conditioned, or, without norms,
+each conv gets a lead-time scale and shift (:class:`~opformer.nn.ConditionalAffine`, the identity at init).
 
 Resolution rules: any H x W grid with H, W >= 2; it is padded at the end of each axis (replicating the last
 row/column) to a multiple of 2**levels and cropped back.  The convolutions act on the grid it is given (3 x 3 grid
@@ -21,6 +23,7 @@ import torch
 from torch import Tensor, nn
 
 from ..nn.activations import ACTIVATIONS, activation
+from ..nn.conditional import ConditionalAffine
 from ..nn.patch import crop, layer_norm, pad_to_multiple
 from ._grid2d import check_common, check_size, maybe_resize, output_grid, to_output_grid
 from .base import OperatorModel, _choice, _positive_int
@@ -38,6 +41,7 @@ class UNetConfig:
     width: int = 16
     levels: int = 3
     activation: str = "gelu"
+    norm: str = "none"
     grid_size: Optional[int] = None
     out_size: Optional[int] = None
     time_conditioning: str = "none"
@@ -48,17 +52,30 @@ class UNetConfig:
         if not isinstance(self.levels, int) or isinstance(self.levels, bool) or self.levels < 0:
             raise ValueError(f"levels must be an int >= 0, got {self.levels!r}")
         _choice("activation", self.activation, ACTIVATIONS)
+        _choice("norm", self.norm, ("none", "layer"))
         check_size("grid_size", self.grid_size)
 
 
-class DoubleConv(nn.Module):
-    """(conv 3x3 -> layer norm over channels -> activation) twice; channels-last in and out."""
+class _Identity(nn.Module):
+    def forward(self, x: Tensor, lead_time: Optional[Tensor] = None) -> Tensor:
+        return x
 
-    def __init__(self, c_in: int, c_out: int, act: str, conditioned: bool):
+
+def _norm(c: int, conditioned: bool, norm: str) -> nn.Module:
+    if norm == "layer":
+        return layer_norm(c, conditioned)
+    return ConditionalAffine(c) if conditioned else _Identity()
+
+
+class DoubleConv(nn.Module):
+    """(conv 3x3 -> norm -> activation) twice; channels-last in and out.  The norm is a (conditioned) layer norm
+    over the channels, a conditioned affine, or nothing."""
+
+    def __init__(self, c_in: int, c_out: int, act: str, conditioned: bool, norm: str = "none"):
         super().__init__()
         self.conv1 = nn.Conv2d(c_in, c_out, 3, padding=1)
         self.conv2 = nn.Conv2d(c_out, c_out, 3, padding=1)
-        self.norm1, self.norm2 = layer_norm(c_out, conditioned), layer_norm(c_out, conditioned)
+        self.norm1, self.norm2 = _norm(c_out, conditioned, norm), _norm(c_out, conditioned, norm)
         self.act = activation(act)
 
     def forward(self, x: Tensor, lead_time: Optional[Tensor]) -> Tensor:
@@ -81,10 +98,10 @@ class UNet(OperatorModel):
         cfg = self.config
         cond = cfg.time_conditioning == "norm"
         c = [cfg.width * 2**level for level in range(cfg.levels + 1)]
-        self.inc = DoubleConv(self.lift_channels + 2, c[0], cfg.activation, cond)
-        self.down = nn.ModuleList([DoubleConv(c[i], c[i + 1], cfg.activation, cond) for i in range(cfg.levels)])
+        self.inc = DoubleConv(self.lift_channels + 2, c[0], cfg.activation, cond, cfg.norm)
+        self.down = nn.ModuleList([DoubleConv(c[i], c[i + 1], cfg.activation, cond, cfg.norm) for i in range(cfg.levels)])
         self.up = nn.ModuleList([nn.ConvTranspose2d(c[i + 1], c[i], 2, stride=2) for i in range(cfg.levels)])
-        self.dec = nn.ModuleList([DoubleConv(2 * c[i], c[i], cfg.activation, cond) for i in range(cfg.levels)])
+        self.dec = nn.ModuleList([DoubleConv(2 * c[i], c[i], cfg.activation, cond, cfg.norm) for i in range(cfg.levels)])
         self.pool = nn.MaxPool2d(2)
         self.head = nn.Linear(c[0], cfg.out_channels)
 

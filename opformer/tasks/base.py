@@ -260,8 +260,31 @@ def _cached(generator: str, overrides: dict, workers) -> Path:
     path = cache_dir() / f"{recipe['problem']}-{recipe['resolution']}-{recipe['n_samples']}-{key}.h5"
     rank = int(os.environ.get("RANK", os.environ.get("LOCAL_RANK", 0)))
     if rank != 0:  # the first process generates; the others wait for the complete file (written atomically)
+        # ... but not forever: rank 0 may have failed.  The clock restarts whenever its FILE.partial grows or
+        # changes, so a long generation that makes progress is waited for.
+        from ..pde.errors import DataError
+
+        try:
+            limit = float(os.environ.get("OPFORMER_DATA_WAIT", 1800))
+        except ValueError:
+            raise ConfigError(f"OPFORMER_DATA_WAIT: expected seconds, got {os.environ['OPFORMER_DATA_WAIT']!r}") from None
+        partial = path.with_name(path.name + ".partial")
+        seen, since = None, time.monotonic()
         while not path.exists():
-            time.sleep(2.0)
+            try:
+                st = partial.stat()
+                state = (st.st_size, st.st_mtime_ns)
+            except OSError:
+                state = None
+            if state != seen:
+                seen, since = state, time.monotonic()
+            elif time.monotonic() - since > limit:
+                raise DataError(
+                    f"process {rank} waited {limit:g} s for the first process to write the data file {path} and saw "
+                    "no progress: the first process has probably failed (see its output). Generate the file "
+                    "beforehand with `opformer data prepare PRESET`, or set OPFORMER_DATA_WAIT (seconds) to wait longer"
+                )
+            time.sleep(min(2.0, max(limit / 10, 0.01)))
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
     return ensure_dataset(generator, path, workers=workers, **overrides)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import tempfile
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
@@ -11,20 +13,27 @@ import torch
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 from torch.utils.data import Sampler
 
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
+
 
 class AtomicCheckpointIO(TorchCheckpointIO):
-    """Write a checkpoint to ``NAME.tmp``, fsync, then rename: a kill at any moment leaves either the old or the
-    new file, never a half-written one."""
+    """Write a checkpoint to a temporary file of its own in the same directory, fsync it, rename it over ``path``
+    and fsync the directory: a kill at any moment leaves either the old or the new file, never a half-written one,
+    and a failed write (full disk, an exception, Ctrl-C) removes its temporary file.  Reads only plain tensors and
+    containers (``weights_only=True``)."""
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path, storage_options: Optional[Any] = None) -> None:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "wb") as fh:
+        with _replacing(path, "wb") as fh:
             torch.save(checkpoint, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+
+    def load_checkpoint(self, path, map_location: Optional[Any] = lambda storage, loc: storage,
+                        weights_only: Optional[bool] = None) -> dict[str, Any]:
+        """Lightning's load, always with ``weights_only=True`` given explicitly: no caller can ask for unpickling,
+        and torch's ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD`` overrides only calls that leave ``weights_only`` unset."""
+        return super().load_checkpoint(path, map_location=map_location, weights_only=True)
 
 
 class FlushLoggersOnCheckpoint(L.Callback):
@@ -38,11 +47,43 @@ class FlushLoggersOnCheckpoint(L.Callback):
 
 
 def atomic_write_text(path, text: str) -> None:
-    """Write a text file through a temporary name and an atomic rename."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    """Write a text file through a temporary file of its own, fsync and an atomic rename (then fsync the directory)."""
+    with _replacing(Path(path), "w") as fh:
+        fh.write(text)
+
+
+@contextlib.contextmanager
+def _replacing(path: Path, mode: str):
+    """An open temporary file ``.NAME.XXXXXX.tmp`` next to ``path`` (a unique name, so concurrent or failed writers
+    never share or leave one); on success it is flushed, fsynced and renamed over ``path``, and the directory is
+    fsynced so the rename survives a power cut; on any failure it is removed."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, mode) as fh:
+            os.fchmod(fh.fileno(), 0o666 & ~_UMASK)  # mkstemp's file is private; the result gets the usual mode
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    fsync_dir(path.parent)
+
+
+def fsync_dir(directory) -> None:
+    """Make the entries of ``directory`` (a rename, a new file) durable; a no-op where directories cannot be opened."""
+    try:
+        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 class EpochShuffleSampler(Sampler[int]):

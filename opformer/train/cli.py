@@ -4,7 +4,10 @@ the work is in :mod:`opformer.train.run`).  Every error ends in one line naming 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
+import warnings
 
 
 def register(sub) -> None:
@@ -153,15 +156,27 @@ def _train(args: argparse.Namespace) -> int:
     from .run import RunDirError, train
 
     out = args.out or f"runs/{run.name}"
+    received = []
+
+    def on_sigterm(signum, frame):  # a SIGTERM (a scheduler, `kill`) ends the run the way Ctrl-C does
+        received.append(signum)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
     try:
-        metrics = train(cfg, out, resume=args.resume, overwrite=args.overwrite, progress=not args.no_progress,
-                        explicit=frozenset(explicit))
+        with _one_line_warnings():
+            metrics = train(cfg, out, resume=args.resume, overwrite=args.overwrite, progress=not args.no_progress,
+                            explicit=frozenset(explicit))
     except (RunDirError, DivergenceError, DataError, ConfigError, LoadError) as exc:
         return _fail(str(exc))
+    except OSError as exc:  # a full disk, a directory that vanished, a permission taken away
+        where = f"{exc.filename}: " if exc.filename else ""
+        return _fail(f"{where}{exc.strerror or exc}")
     except KeyboardInterrupt:
-        print(f"interrupted: the last checkpoint in {out}/checkpoints is kept; continue with --resume --out {out}",
-              file=sys.stderr)
-        return 130
+        print(_interrupted(out, "terminated" if received else "interrupted"), file=sys.stderr)
+        return 128 + (received[0] if received else signal.SIGINT)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     if metrics.get("plots") is not None:
         print(
             f"\n{run.name}: test relative L2 = {metrics['test_rel_l2']:.4e} "
@@ -171,6 +186,45 @@ def _train(args: argparse.Namespace) -> int:
             f"metrics: {out}/metrics.json\nplots:   " + "\n         ".join(f"{out}/{p}" for p in metrics["plots"])
         )
     return 0
+
+
+def _interrupted(out: str, how: str) -> str:
+    """Where the interrupted run's last checkpoint is and how to continue from it."""
+    from pathlib import Path
+
+    last = Path(out) / "checkpoints" / "last.ckpt"
+    if not last.exists():
+        return f"{how} before the first checkpoint: nothing to resume in {out}; run the command again to start over"
+    try:
+        from ..tasks.artifact import read_checkpoint
+
+        epochs = f" (after {int(read_checkpoint(last)['epoch']) + 1} epochs)"
+    except Exception:  # noqa: BLE001 - the epoch is informative only
+        epochs = ""
+    return (f"{how}: the last checkpoint is {last}{epochs}; continue from it with the same command and --resume "
+            f"(--out {out})")
+
+
+@contextlib.contextmanager
+def _one_line_warnings():
+    """Our own warnings (data, resume notes) as one line each, ``opformer: warning: ...``; others as Python shows
+    them."""
+    from pathlib import Path
+
+    package = str(Path(__file__).resolve().parents[1])
+    shown = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if str(Path(filename).resolve()).startswith(package) and issubclass(category, UserWarning):
+            print(f"opformer: warning: {message}", file=file or sys.stderr)
+        else:
+            shown(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = shown
 
 
 def _quiet_lightning() -> None:

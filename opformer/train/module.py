@@ -83,7 +83,9 @@ class OperatorModule(L.LightningModule):
         for name, (s, c) in self._val_sums.items():
             t = torch.tensor([s, float(c)], dtype=torch.float64, device=self.device)
             t = self.trainer.strategy.reduce(t, reduce_op="sum")
-            self.log(name, (t[0] / t[1].clamp_min(1)).float(), prog_bar=True, sync_dist=False,
+            # the value is already the mean over all ranks' samples (identical on every rank); sync_dist averages
+            # those equal values, which leaves them unchanged and tells Lightning the metric is global
+            self.log(name, (t[0] / t[1].clamp_min(1)).float(), prog_bar=True, sync_dist=True,
                      add_dataloader_idx=False)
 
     def on_test_epoch_start(self) -> None:
@@ -97,7 +99,7 @@ class OperatorModule(L.LightningModule):
     def on_test_epoch_end(self) -> None:
         t = torch.tensor(self._test_sum, dtype=torch.float64, device=self.device)
         t = self.trainer.strategy.reduce(t, reduce_op="sum")
-        self.log("test_rel_l2", (t[0] / t[1].clamp_min(1)).float(), sync_dist=False)
+        self.log("test_rel_l2", (t[0] / t[1].clamp_min(1)).float(), sync_dist=True)  # equal on all ranks
 
     def configure_optimizers(self) -> Any:
         t = self.train_cfg

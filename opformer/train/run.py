@@ -4,8 +4,12 @@ Nothing here knows a problem: the run's Task loads the data, builds the operator
 
 from __future__ import annotations
 
+import contextlib
+import copy
+import errno
 import json
 import os
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -20,7 +24,8 @@ from torch.utils.data import DataLoader, Dataset
 from .. import __version__
 from .callbacks import AtomicCheckpointIO, EpochShuffleSampler, FlushLoggersOnCheckpoint, atomic_write_text
 from ..config import ConfigError
-from ..tasks.artifact import Predictor, load, make_artifact
+from ..data.datasets import suspicious_samples
+from ..tasks.artifact import LoadError, Predictor, load, make_artifact, read_checkpoint
 from ..tasks.base import ensure_files
 from .config import Run, resolve
 from .module import OperatorModule, count_parameters
@@ -29,6 +34,7 @@ from .plots import plot_curves, plot_predictions, read_metrics_csv
 __all__ = ["train", "evaluate", "predict", "prepare_run", "RunDirError"]
 
 RUN_FILES = ("config.yaml", "metrics.json", "checkpoints")
+LOCK = ".lock"  # held (flock) by the process that writes the run directory, for its whole life
 
 
 class RunDirError(RuntimeError):
@@ -47,16 +53,36 @@ def _config_for_comparison(cfg: dict) -> dict:
     return c
 
 
-def check_out_dir(out: Path, cfg: dict, resume: bool, overwrite: bool) -> Optional[Path]:
-    """Refuse a directory holding a different run (reads only); returns the checkpoint to resume from (or None).
+def absolute_data_paths(cfg: dict) -> dict:
+    """A copy of the run config with its data files as absolute paths (``./b.h5`` and ``b.h5`` are one run, and the
+    recorded config still names the file when read from elsewhere)."""
+    cfg = copy.deepcopy(cfg)
+    data = cfg.get("data")
+    if isinstance(data, dict):
+        for key in ("path", "test_path"):
+            if isinstance(data.get(key), str) and data[key]:
+                data[key] = os.path.abspath(os.path.expanduser(data[key]))
+    return cfg
+
+
+def check_out_dir(out: Path, cfg: dict, resume: bool, overwrite: bool, *, compare_model: bool = True,
+                  locked: bool = False) -> Optional[Path]:
+    """Refuse a directory holding a different run, or one a running training holds (reads only); returns the
+    checkpoint to resume from (or None), read once with the safe loader so that a damaged or hostile file ends the
+    start with one line before Lightning opens it.
 
     Only the first process checks: the others may start after it has written the new run's config, so they only
-    look for the checkpoint to resume from.  A refusal on rank 0 ends the job."""
+    look for the checkpoint to resume from.  A refusal on rank 0 ends the job.  ``compare_model=False`` leaves the
+    model section out of the comparison (before the model is sized to the data); ``locked``: this process holds the
+    directory's lock."""
     if out.exists() and not out.is_dir():
         raise RunDirError(f"--out {out} is a file, not a directory")
     if not _is_rank_zero():
         last = out / "checkpoints" / "last.ckpt"
         return last if resume and not overwrite and last.exists() else None
+    if not locked:
+        _check_writable(out)
+        _check_not_running(out)
     existing = [name for name in RUN_FILES if (out / name).exists()]
     if not existing or overwrite:
         if resume and not existing:
@@ -67,24 +93,112 @@ def check_out_dir(out: Path, cfg: dict, resume: bool, overwrite: bool) -> Option
             f"{out} already holds a run ({', '.join(existing)}). Pass --resume to continue it or --overwrite to "
             "replace it, or choose another --out."
         )
-    old_cfg_path = out / "config.yaml"
-    if old_cfg_path.exists():
-        old = yaml.safe_load(old_cfg_path.read_text())
-        if _config_for_comparison(old) != _config_for_comparison(cfg):
-            diff = _diff(_config_for_comparison(old), _config_for_comparison(cfg))
-            raise RunDirError(f"{out} holds a different run; --resume needs the same config. Differences: {diff}")
     last = out / "checkpoints" / "last.ckpt"
-    if not last.exists():
+    ck = None
+    if last.exists():
+        try:
+            ck = read_checkpoint(last)
+        except LoadError as exc:
+            raise RunDirError(f"--resume: {exc}; remove it to start afresh, or --overwrite") from None
+        if not isinstance(ck.get("opformer"), dict) or "state_dict" not in ck:
+            raise RunDirError(f"--resume: {last}: not an opformer training checkpoint")
+    old_cfg_path = out / "config.yaml"
+    old, source = None, None
+    if old_cfg_path.exists():
+        try:
+            old, source = yaml.safe_load(old_cfg_path.read_text()), old_cfg_path
+        except yaml.YAMLError as exc:
+            raise RunDirError(f"--resume: {old_cfg_path} is not readable YAML ({str(exc).splitlines()[0]})") from None
+    elif ck is not None:
+        old, source = ck.get("run_config"), last
+    if old is not None:
+        if not isinstance(old, dict) or not isinstance(old.get("train"), dict):
+            raise RunDirError(f"--resume: {source} holds no run config")
+        a, b = _config_for_comparison(absolute_data_paths(old)), _config_for_comparison(cfg)
+        if not compare_model:
+            a.pop("model", None), b.pop("model", None)
+        if a != b:
+            raise RunDirError(f"{out} holds a different run; --resume needs the same config (as in {source.name}). "
+                              f"Differences: {_diff(a, b)}")
+    if ck is None:
         warnings.warn(f"--resume: no checkpoint in {out / 'checkpoints'} yet; starting from scratch")
         return None
     return last
+
+
+def _check_writable(out: Path) -> None:
+    """Fail now, not after the data are prepared, when ``out`` cannot be created or written: a directory is made and
+    removed at once in the nearest existing ancestor (nothing is left behind)."""
+    base = out
+    while not base.exists() and base != base.parent:
+        base = base.parent
+    if not base.is_dir():
+        raise RunDirError(f"--out {out}: {base} is a file, not a directory")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".opformer-probe-", dir=base))
+    except OSError as exc:
+        raise RunDirError(f"--out {out}: cannot write there ({exc.strerror or exc})") from None
+
+
+def _check_not_running(out: Path) -> None:
+    """Refuse a directory whose lock another process holds (the lock file is opened, never created, here)."""
+    try:
+        fd = os.open(out / LOCK, os.O_RDWR)
+    except OSError:
+        return
+    try:
+        _flock(fd, out)
+    finally:
+        os.close(fd)  # releases the lock if it was taken
+
+
+def _flock(fd: int, out: Path) -> None:
+    """Take the run directory's lock without waiting, or raise RunDirError naming the process that holds it."""
+    try:
+        import fcntl
+    except ImportError:  # no flock on this platform: no protection against concurrent runs
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            raise
+        os.lseek(fd, 0, os.SEEK_SET)
+        holder = os.read(fd, 64).decode(errors="replace").strip() or "?"
+        raise RunDirError(f"{out} is in use by a running training (pid {holder}); wait for it to end, or choose "
+                          "another --out") from None
+
+
+@contextlib.contextmanager
+def _locked_run_dir(out: Path):
+    """Rank 0: create ``out`` and hold ``out/.lock`` until the block ends (the process's exit releases it too).
+    Yields whether ``out`` was created here.  Other ranks take no lock."""
+    if not _is_rank_zero():
+        yield False
+        return
+    created = not out.exists()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        fd = os.open(out / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise RunDirError(f"--out {out}: cannot create the run directory ({exc.strerror or exc})") from None
+    try:
+        _flock(fd, out)
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        yield created
+    finally:
+        os.close(fd)  # releases the lock; the file stays (removing it would let two processes lock different files)
 
 
 def _clear_run(out: Path) -> None:
     """Remove what an earlier run wrote (its own files only), after the new run has been validated."""
     for name in ("config.yaml", "metrics.json"):
         (out / name).unlink(missing_ok=True)
-    for sub, patterns in (("checkpoints", ("best.ckpt", "last.ckpt", "*.ckpt.tmp")),
+        for p in out.glob(f".{name}.*.tmp"):
+            p.unlink(missing_ok=True)
+    for sub, patterns in (("checkpoints", ("best.ckpt", "last.ckpt", "*.ckpt.tmp", ".best.ckpt.*.tmp",
+                                           ".last.ckpt.*.tmp")),
                           ("logs", ("metrics*.csv", "hparams.yaml", "events.out.tfevents.*")),
                           ("plots", ("predictions*.png", "training_curves.png"))):
         for pattern in patterns:
@@ -183,6 +297,8 @@ def prepare_run(cfg: dict, explicit: frozenset = frozenset(), progress: bool = T
     run = resolve(cfg)
     files = ensure_files(run.task, run.data, run.options)
     bundle = run.task.load(run.data, run.options, files)
+    for line in suspicious_samples(bundle.datasets):
+        warnings.warn(f"data: {line}", stacklevel=2)
     n_train = len(bundle.datasets["train"])
     if n_train < 2:
         raise ConfigError(f"--n-train: at least 2 training samples are needed, the splits leave {n_train}")
@@ -212,10 +328,26 @@ def train(cfg: dict, out, *, resume: bool = False, overwrite: bool = False, prog
     The config, the data and the model are validated before the directory is touched: a start that fails leaves
     nothing behind, and ``overwrite`` removes the old run's files only once the new run is known to start."""
     out = Path(out)
+    cfg = absolute_data_paths(cfg)
     run0 = resolve(cfg)
-    check_out_dir(out, run0.raw, resume, overwrite)
+    check_out_dir(out, run0.raw, resume, overwrite, compare_model=False)  # fail early, before the data
     run, bundle, operator, artifact, notes = prepare_run(cfg, explicit, progress)
-    ckpt_path = check_out_dir(out, run.raw, resume, overwrite)
+    had_lock = (out / LOCK).exists()
+    with _locked_run_dir(out) as created:
+        try:
+            ckpt_path = check_out_dir(out, run.raw, resume, overwrite, locked=True)
+        except BaseException:
+            if _is_rank_zero() and not had_lock:  # a refused start leaves the directory as it was
+                (out / LOCK).unlink(missing_ok=True)
+                if created:
+                    with contextlib.suppress(OSError):
+                        out.rmdir()
+            raise
+        return _fit(run, bundle, operator, artifact, notes, out, ckpt_path, resume, overwrite, progress)
+
+
+def _fit(run, bundle, operator, artifact, notes, out: Path, ckpt_path, resume: bool, overwrite: bool,
+         progress: bool) -> dict:
     for note in notes:
         print(f"note: {note}")
     if _is_rank_zero():
@@ -238,13 +370,13 @@ def train(cfg: dict, out, *, resume: bool = False, overwrite: bool = False, prog
                                                   every_n_train_steps=every, enable_version_counter=False)
     trainer = _trainer(t, out, progress, [best_cb, last_cb])
     dm = _DataModule(bundle.datasets, t)
-    trainer.fit(module, datamodule=dm, ckpt_path=ckpt_path, weights_only=True)
+    _interruptible(trainer, trainer.fit, module, datamodule=dm, ckpt_path=ckpt_path, weights_only=True)
     seconds = module.training_seconds()
     best_path = best_cb.best_model_path or str(ckdir / "last.ckpt")
     best_score = best_cb.best_model_score
     module.load_state_dict(torch.load(best_path, map_location="cpu", weights_only=True)["state_dict"])
     tester = _trainer(t, out, False, [], logger=False)
-    result = tester.test(module, datamodule=dm, verbose=False)
+    result = _interruptible(tester, tester.test, module, datamodule=dm, verbose=False)
     test_err = float(result[0]["test_rel_l2"])
     metrics = {
         "preset": run.name,
@@ -277,6 +409,18 @@ def train(cfg: dict, out, *, resume: bool = False, overwrite: bool = False, prog
         metrics["plots"] = sorted(str(p.relative_to(out)) for p in (out / "plots").glob("*.png"))
         atomic_write_text(out / "metrics.json", json.dumps(metrics, indent=2))
     return metrics
+
+
+def _interruptible(trainer: L.Trainer, call, *args, **kwargs):
+    """``call(*args, **kwargs)`` with an interruption reported as KeyboardInterrupt: Lightning turns Ctrl-C into
+    ``sys.exit(1)`` and a SIGTERM into a SystemExit of status 0 after its graceful shutdown, either of which would end
+    the command silently (the second even as a success)."""
+    try:
+        return call(*args, **kwargs)
+    except SystemExit:
+        if trainer.interrupted:
+            raise KeyboardInterrupt from None
+        raise
 
 
 def _keep_csv_history(logs: Path) -> None:
