@@ -49,13 +49,26 @@ def open_square(task, data, files):
     return keys, train_src, test_src, n, x, kind, s
 
 
+#: the lecture's scalable transformers and baselines, CPU-sized (``{"name": "scot", "size": "base"}`` on a GPU)
+SCALABLE_2D = {
+    "scot": {"name": "scot", "size": "tiny"},
+    "scot-galerkin": {"name": "scot", "size": "tiny", "galerkin": True},
+    "vit": {"name": "vit", "d_model": 64, "num_layers": 4, "n_heads": 4, "patch_size": 4},
+    "vit-gt": {"name": "vit", "kind": "galerkin", "d_model": 64, "num_layers": 4, "n_heads": 4, "patch_size": 4},
+    "vit-ft": {"name": "vit", "kind": "fourier", "d_model": 64, "num_layers": 4, "n_heads": 4, "patch_size": 4},
+    "unet": {"name": "unet", "width": 16, "levels": 3},
+    "deeponet": {"name": "deeponet", "sensors": 32},
+    "cno": {"name": "cno", "width": 16, "levels": 2, "res_blocks": 2},
+}
+
+
 class DarcyTask(Task):
     name = "darcy"
     description = "Darcy flow a -> u on the unit square (paper §5.2)"
     dim = 2
     default_keys = ("coeff", "sol")
     generator = "darcy"
-    models = model_table("darcy")
+    models = {**model_table("darcy"), **SCALABLE_2D}
     run_defaults = {
         "data": {"resolution": 141, "recipe": {"n_samples": 1124}, "test_recipe": {"n_samples": 100},
                  "train_pool": 1124, "n_val": 100, "n_train": 1024},
@@ -65,7 +78,7 @@ class DarcyTask(Task):
     plot_labels = {"input": "coefficient a", "target": "target u", "prediction": "prediction"}
 
     def model_train_overrides(self, short: str) -> dict:
-        if short == "fno":
+        if short == "fno" or short in SCALABLE_2D:
             return {"gamma": 0.0}
         return {"lr": 5.0e-4} if short.startswith("ft") else {}
 

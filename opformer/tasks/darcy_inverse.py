@@ -21,7 +21,7 @@ from ..pde.darcy import pool_nanmean
 from ..pde.errors import DataError
 from .base import Bundle, Task, register_task
 from .burgers import model_table, split_indices
-from .darcy import DarcyTask, coords_2d, open_square
+from .darcy import SCALABLE_2D, DarcyTask, coords_2d, open_square
 
 
 @dataclasses.dataclass
@@ -39,7 +39,7 @@ class DarcyInverseTask(Task):
     default_keys = ("coeff", "sol")  # (coefficient, solution) as in the Darcy files: the input is the solution
     generator = "darcy"
     options_class = InverseOptions
-    models = model_table("darcy-inverse")
+    models = {**model_table("darcy-inverse"), **SCALABLE_2D}
     run_defaults = {
         "data": dict(DarcyTask.run_defaults["data"]),
         "train": {**DarcyTask.run_defaults["train"], "gamma": 0.0},

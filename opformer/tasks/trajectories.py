@@ -27,6 +27,7 @@ from ..data.datasets import UnitGaussianNormalizer, make_splits, read_blocks, st
 from ..data.readers import load_arrays, open_source
 from ..pde.errors import DataError
 from .base import Bundle, Operator, Task, grid_coords, register_task
+from .darcy import SCALABLE_2D
 
 
 @dataclasses.dataclass
@@ -223,7 +224,7 @@ class NavierStokesTask(TrajectoryTask):
     dim = 2
     default_keys = ("w",)
     generator = "ns"
-    models = _models(2, 20)
+    models = {**_models(2, 20), **SCALABLE_2D}
     run_defaults = {
         "data": {"recipe": {"n_samples": 1300}, "n_test": 200, "n_val": 100, "n_train": 1000},
         "train": {"epochs": 100, "batch_size": 16, "eval_batch_size": 16, "lr": 1.0e-3, "pct_start": 0.1,

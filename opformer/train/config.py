@@ -116,10 +116,17 @@ def load_preset(name_or_path: str) -> dict:
         return _from_yaml(files[name_or_path].read_text(), name_or_path, f"preset {name_or_path}")
     if name_or_path in generated:
         return copy.deepcopy(generated[name_or_path])
+    from ..tasks import get_task, list_tasks
+
+    if name_or_path in list_tasks():  # a bare task: its first model (pick another with --model)
+        first = next(iter(get_task(name_or_path).models))
+        cfg = copy.deepcopy(generated[f"{name_or_path}-{first}"])
+        cfg["name"] = name_or_path
+        return cfg
     names = sorted(set(files) | set(generated))
     near = difflib.get_close_matches(str(name_or_path), names, n=3, cutoff=0.5)
     hint = f" Did you mean {', '.join(near)}?" if near else ""
-    raise ConfigError(f"unknown preset {name_or_path!r}.{hint} `opformer train --list` shows them all")
+    raise ConfigError(f"unknown preset or task {name_or_path!r}.{hint} `opformer train --list` shows them all")
 
 
 # --- overrides ----------------------------------------------------------------------------------------------------------

@@ -77,4 +77,4 @@ def test_prepare_generates_a_presets_files_once_and_shares_them(tmp_path, monkey
     out = capsys.readouterr().out
     assert out.count("train ") == 2 and out.count("test ") == 2
     assert _run(["data", "prepare", "darcy-nope"]) == 2
-    assert "unknown preset 'darcy-nope'" in capsys.readouterr().err
+    assert "unknown preset or task 'darcy-nope'" in capsys.readouterr().err

@@ -28,16 +28,24 @@ def test_every_listed_preset_resolves_to_its_task_and_model(capsys):
         for kind in ("gt", "ft", "st", "lt"):
             assert f"{task}-{kind}" in names and f"{task}-{kind}-regular" in names
         assert f"{task}-fno" in names
-    models = {"burgers": ("transformer1d", "fno1d"), "darcy": ("transformer2d", "fno2d"),
-              "darcy-inverse": ("transformer2d", "fno2d")}
+    from opformer.models import model_preset
+    from opformer.tasks import list_tasks
+
     for name in names:
         run = resolve(load_preset(name))
-        task = "darcy-inverse" if name.startswith("darcy-inverse") else name.split("-")[0]
-        assert run.task.name == task, name
-        attention, fno = models[task]
-        assert run.model["name"] == (fno if "-fno" in name else attention), name
-        if "-fno" not in name and not name.endswith(("-cpu", "-quick")):  # YAML variants pick their own base
-            assert run.model["norm_scheme"] == ("regular" if "-regular" in name else "galerkin"), name
+        assert name.startswith(run.task.name + "-"), name
+        short = name[len(run.task.name) + 1:]
+        if short in run.task.models:  # a generated preset: the task's model of that short name
+            entry = run.task.models[short]
+            expected = model_preset(entry) if isinstance(entry, str) else entry
+            assert {k: run.model[k] for k in expected} == expected or run.task.name in ("ns", "shear-layer",
+                                                                                         "burgers-traj"), name
+        else:  # a YAML variant picks its own base
+            assert name.endswith(("-cpu", "-quick")), name
+    for task in list_tasks():  # a bare task name is its first model's preset
+        run = resolve(load_preset(task))
+        first = next(iter(get_task(task).models))
+        assert run.raw["model"] == resolve(load_preset(f"{task}-{first}")).raw["model"]
 
 
 def test_preset_values_follow_the_paper():
@@ -56,7 +64,7 @@ def test_preset_values_follow_the_paper():
 
 
 def test_unknown_preset_hints_at_near_names():
-    with pytest.raises(ConfigError, match=r"unknown preset 'burgers-gtt'\. Did you mean burgers-gt.* "
+    with pytest.raises(ConfigError, match=r"unknown preset or task 'burgers-gtt'\. Did you mean burgers-gt.* "
                                           r"`opformer train --list` shows them all"):
         load_preset("burgers-gtt")
     with pytest.raises(ConfigError, match=r"nothing\.yaml: no such preset file"):
@@ -109,7 +117,7 @@ def test_override_errors_name_the_flag():
 
 # --- the command line ---------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("args, message", [
-    (["burgers-xx"], "opformer: error: unknown preset 'burgers-xx'"),
+    (["burgers-xx"], "opformer: error: unknown preset or task 'burgers-xx'"),
     (["burgers-gt", "--lr", "abc"], "opformer: error: --lr: expected a number, got 'abc'"),
     (["burgers-gt", "--epochs", "0"], "opformer: error: --epochs: must be >= 1, got 0"),
     (["burgers-gt", "--learning-rate", "1e-3"], "opformer: error: unknown option --learning-rate; did you mean --lr?"),
