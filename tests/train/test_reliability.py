@@ -1,0 +1,458 @@
+"""What a hostile or unlucky user cannot do to a run: make a file run code, lose their own files, run two trainings
+into one directory, leave half-written or stray files, get a traceback for a bad path or file, or train silently on
+broken samples.  See docs/guarantees.md."""
+
+import hashlib
+import json
+import os
+import pathlib
+import signal
+import stat
+import subprocess
+import threading
+import time
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from opformer.cli import main
+from opformer.train.config import apply_overrides, load_preset
+from opformer.train.run import train
+
+from .conftest import PYTHON, cli_env
+
+
+def _cfg(path, **over):
+    return apply_overrides(load_preset(str(path)), over)[0]
+
+
+def _tree(root: pathlib.Path) -> dict:
+    """Every file under ``root`` with the hash of its content and its inode (a rewrite changes the inode)."""
+    return {str(p.relative_to(root)): (hashlib.sha1(p.read_bytes()).hexdigest(), p.stat().st_ino)
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _one_line_error(err: str) -> str:
+    lines = [ln for ln in err.splitlines() if ln.strip() and not ln.startswith("opformer: warning:")]
+    assert len(lines) == 1 and lines[0].startswith("opformer: error: "), err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+@pytest.fixture()
+def finished_run(tiny_config, tmp_path):
+    """A finished one-epoch run of the tiny config in tmp_path/run."""
+    out = tmp_path / "run"
+    train(_cfg(tiny_config, epochs=1), out, progress=False)
+    return out
+
+
+class _Marker:
+    """Unpickling this object touches a file: the proof that loading ran code."""
+
+    def __init__(self, path):
+        self.path = pathlib.Path(path)
+
+    def __reduce__(self):
+        return (pathlib.Path.touch, (self.path,))
+
+
+def _plant(checkpoint: pathlib.Path, marker: pathlib.Path) -> None:
+    ck = torch.load(checkpoint, map_location="cpu", weights_only=True)
+    ck["payload"] = _Marker(marker)
+    torch.save(ck, checkpoint)
+
+
+# --- 1. loading never runs code ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("force_unsafe", [False, True], ids=["default", "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1"])
+def test_resume_from_a_checkpoint_with_a_pickled_payload_runs_no_code(finished_run, tiny_config, tmp_path, capsys,
+                                                                      monkeypatch, force_unsafe):
+    """A last.ckpt whose unpickling would touch a file is refused with one line on --resume, also when the
+    environment asks torch to unpickle everything; the file is never touched."""
+    marker = tmp_path / "code-ran"
+    _plant(finished_run / "checkpoints" / "last.ckpt", marker)
+    if force_unsafe:
+        monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+    code = main(["train", str(tiny_config), "--epochs", "2", "--out", str(finished_run), "--resume", "--no-progress"])
+    line = _one_line_error(capsys.readouterr().err)
+    assert code == 2 and "last.ckpt" in line and "refused" in line
+    assert not marker.exists()
+
+
+def test_the_trainers_checkpoint_reader_never_unpickles(tmp_path, monkeypatch):
+    """Lightning reads checkpoints through AtomicCheckpointIO: even a caller asking for weights_only=False under
+    TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 gets a refusal, not the payload's side effect."""
+    from opformer.train.callbacks import AtomicCheckpointIO
+
+    ck, marker = tmp_path / "x.ckpt", tmp_path / "code-ran"
+    torch.save({"state_dict": {"w": torch.ones(2)}, "payload": _Marker(marker)}, ck)
+    monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+    with pytest.raises(Exception, match="(?i)weights.only|unsupported global"):
+        AtomicCheckpointIO().load_checkpoint(ck, weights_only=False)
+    assert not marker.exists()
+    plain = tmp_path / "plain.ckpt"
+    torch.save({"w": torch.ones(2)}, plain)
+    assert AtomicCheckpointIO().load_checkpoint(plain)["w"].sum() == 2  # plain tensors still load
+
+
+def test_torch_requirement_makes_weights_only_safe():
+    """pyproject requires torch >= 2.6 (the release whose weights_only unpickler is the default and is not bypassed
+    by an explicit weights_only=True under TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD)."""
+    import tomllib
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    deps = tomllib.loads((root / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert "torch>=2.6" in deps
+
+
+# --- 2. --overwrite removes only the run's own files, and only after validation ---------------------------------
+
+def test_overwrite_keeps_the_users_files_and_a_rejected_overwrite_deletes_nothing(finished_run, tiny_config,
+                                                                                  tmp_path, capsys):
+    """Files of the user's own in the run directory and its checkpoints/, logs/, plots/ survive --overwrite; an
+    --overwrite with an invalid value or a missing data file fails with one line and leaves every file as it was."""
+    mine = ["notes.md", "checkpoints/mine.ckpt", "logs/mine.csv", "plots/mine.png"]
+    for rel in mine:
+        (finished_run / rel).write_text(f"the user's {rel}")
+    before = _tree(finished_run)
+    for bad in (["--lr", "-1e-3"], ["--data", str(tmp_path / "missing.h5")]):
+        code = main(["train", str(tiny_config), "--out", str(finished_run), "--overwrite", "--no-progress", *bad])
+        assert code == 2
+        _one_line_error(capsys.readouterr().err)
+        assert _tree(finished_run) == before, bad
+    code = main(["train", str(tiny_config), "--epochs", "1", "--lr", "1e-3", "--out", str(finished_run),
+                 "--overwrite", "--no-progress"])
+    assert code == 0, capsys.readouterr().err
+    for rel in mine:
+        assert (finished_run / rel).read_text() == f"the user's {rel}"
+    assert yaml.safe_load((finished_run / "config.yaml").read_text())["train"]["lr"] == 1e-3
+    assert _tree(finished_run)["metrics.json"] != before["metrics.json"]
+
+
+# --- 3. one training per directory ---------------------------------------------------------------------------------
+
+def test_a_directory_locked_by_a_running_training_is_refused_and_unchanged(finished_run, tiny_config, capsys):
+    """While a process holds OUT/.lock (as a training does for its whole life), --overwrite and --resume into OUT are
+    refused with one line naming the holder, and no file changes."""
+    from opformer.train.run import _locked_run_dir
+
+    before = _tree(finished_run)
+    with _locked_run_dir(finished_run):  # another open file description: flock conflicts as with another process
+        for flag in ("--overwrite", "--resume"):
+            code = main(["train", str(tiny_config), "--epochs", "1", "--out", str(finished_run), flag, "--no-progress"])
+            line = _one_line_error(capsys.readouterr().err)
+            assert code == 2 and "in use by a running training" in line and f"pid {os.getpid()}" in line
+            assert _tree(finished_run) == {**before, ".lock": _tree(finished_run)[".lock"]}
+    code = main(["train", str(tiny_config), "--epochs", "1", "--out", str(finished_run), "--overwrite",
+                 "--no-progress"])
+    assert code == 0, capsys.readouterr().err  # released when the holder ends
+
+
+# --- 5. atomic writes -------------------------------------------------------------------------------------------
+
+def _record_fsyncs(monkeypatch) -> list:
+    kinds = []
+    real = os.fsync
+
+    def fsync(fd):
+        kinds.append("dir" if stat.S_ISDIR(os.fstat(fd).st_mode) else "file")
+        return real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    return kinds
+
+
+def test_a_failed_checkpoint_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path, monkeypatch):
+    """A write that fails half-way (a full disk) leaves the previous checkpoint intact and no temporary file; a
+    successful one is fsynced, renamed into place and the directory fsynced; temporary names are unique."""
+    from opformer.train import callbacks
+    from opformer.train.callbacks import AtomicCheckpointIO, atomic_write_text
+
+    path = tmp_path / "checkpoints" / "last.ckpt"
+    io = AtomicCheckpointIO()
+    io.save_checkpoint({"epoch": 1, "w": torch.ones(3)}, path)
+    real_save = torch.save
+
+    def disk_full(obj, fh, *a, **k):
+        fh.write(b"half a checkpoint")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(callbacks.torch, "save", disk_full)
+    with pytest.raises(OSError, match="No space"):
+        io.save_checkpoint({"epoch": 2, "w": torch.zeros(3)}, path)
+    monkeypatch.setattr(callbacks.torch, "save", real_save)
+    assert sorted(p.name for p in path.parent.iterdir()) == ["last.ckpt"]
+    assert torch.load(path, weights_only=True)["epoch"] == 1
+
+    sources, real_replace = [], os.replace
+    monkeypatch.setattr(os, "replace", lambda src, dst: (sources.append(src), real_replace(src, dst))[1])
+    kinds = _record_fsyncs(monkeypatch)
+    io.save_checkpoint({"epoch": 3}, path)
+    io.save_checkpoint({"epoch": 4}, path)
+    atomic_write_text(tmp_path / "metrics.json", "{}")
+    assert len(set(sources)) == 3 and all(pathlib.Path(s).name != "last.ckpt.tmp" for s in sources)
+    assert kinds == ["file", "dir"] * 3  # the data before the rename, the directory entry after it
+    assert torch.load(path, weights_only=True)["epoch"] == 4
+    assert oct(path.stat().st_mode & 0o777) == oct(0o666 & ~_umask())
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["checkpoints", "last.ckpt", "metrics.json"]
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def test_a_failed_text_write_leaves_no_temporary(tmp_path, monkeypatch):
+    """atomic_write_text (config.yaml, metrics.json) removes its temporary file when the write fails."""
+    from opformer.train.callbacks import atomic_write_text
+
+    target = tmp_path / "metrics.json"
+    atomic_write_text(target, "old")
+
+    def failing_fsync(fd):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "fsync", failing_fsync)
+    with pytest.raises(OSError, match="Input/output"):
+        atomic_write_text(target, "new")
+    assert target.read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == ["metrics.json"]
+
+
+# --- 6. a waiting rank does not wait forever ----------------------------------------------------------------------
+
+def _wait_in_thread(monkeypatch, tmp_path, limit: float):
+    from opformer.tasks.base import _cached
+
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("OPFORMER_DATA", str(tmp_path / "cache"))
+    monkeypatch.setenv("OPFORMER_DATA_WAIT", str(limit))
+    result = {}
+
+    def run():
+        try:
+            result["path"] = _cached("burgers", {"n_samples": 4, "resolution": 64}, 1)
+        except Exception as exc:  # noqa: BLE001 - the test inspects it
+            result["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, result
+
+
+def test_a_rank_waiting_for_the_data_of_a_failed_first_rank_gives_up_with_a_message(tmp_path, monkeypatch):
+    """Rank 1 waits for rank 0's data file; with no progress for OPFORMER_DATA_WAIT seconds it stops with a message
+    naming the file and what to do, instead of waiting forever."""
+    from opformer.pde.errors import DataError
+
+    thread, result = _wait_in_thread(monkeypatch, tmp_path, 0.5)
+    thread.join(15)
+    assert not thread.is_alive(), "rank 1 still waits for a file that will never come"
+    err = result["error"]
+    assert isinstance(err, DataError) and "first process" in str(err) and "OPFORMER_DATA_WAIT" in str(err)
+    assert "burgers-64-4-" in str(err) and "opformer data prepare" in str(err)
+
+
+def test_a_rank_waits_as_long_as_the_first_rank_makes_progress(tmp_path, monkeypatch):
+    """A growing FILE.partial restarts the clock: the wait outlasts the limit and ends with the finished file."""
+    thread, result = _wait_in_thread(monkeypatch, tmp_path, 0.5)
+    thread.join(15)
+    path = pathlib.Path(str(result["error"]).split("data file ")[1].split(" and saw")[0])
+    thread, result = _wait_in_thread(monkeypatch, tmp_path, 0.5)
+    partial = path.with_name(path.name + ".partial")
+    partial.parent.mkdir(parents=True, exist_ok=True)
+    for i in range(8):  # 2 s of progress, four times the limit
+        partial.write_bytes(b"x" * (i + 1))
+        time.sleep(0.25)
+    assert thread.is_alive()
+    os.replace(partial, path)
+    thread.join(15)
+    assert result == {"path": path}
+
+
+# --- 7. failed starts and bad files: one line, exit 2 -------------------------------------------------------------
+
+@pytest.mark.parametrize("where", ["proc", "file", "under-a-file"])
+def test_an_output_directory_that_cannot_be_written_is_one_line(tiny_config, tmp_path, capsys, where):
+    """--out under /proc, --out naming a file, and --out below a file end with one line (exit 2), nothing written."""
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    out = {"proc": pathlib.Path("/proc/opformer-run"), "file": a_file, "under-a-file": a_file / "run"}[where]
+    code = main(["train", str(tiny_config), "--epochs", "1", "--out", str(out), "--no-progress"])
+    line = _one_line_error(capsys.readouterr().err)
+    assert code == 2 and str(out) in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "tiny.yaml"] and a_file.read_text() == "x"
+
+
+def _bad_checkpoints(run: pathlib.Path, tmp_path: pathlib.Path) -> dict:
+    good = (run / "checkpoints" / "best.ckpt").read_bytes()
+    files = {"empty": b"", "truncated": good[: len(good) // 2], "text": b"not a checkpoint\n"}
+    out = {}
+    for name, data in files.items():
+        out[name] = tmp_path / f"{name}.ckpt"
+        out[name].write_bytes(data)
+    out["foreign"] = tmp_path / "foreign.ckpt"
+    torch.save({"weights": torch.ones(2)}, out["foreign"])
+    return out
+
+
+def test_bad_checkpoints_given_to_eval_and_predict_are_one_line(finished_run, burgers_file, tmp_path, capsys):
+    """An empty, truncated, text or non-opformer checkpoint passed to eval or predict ends with one line naming it."""
+    for name, ck in _bad_checkpoints(finished_run, tmp_path).items():
+        for cmd in (["eval", str(ck), "--data", str(burgers_file)],
+                    ["predict", str(ck), "--data", str(burgers_file), "--out", str(tmp_path / "p.npz")]):
+            code = main(cmd)
+            line = _one_line_error(capsys.readouterr().err)
+            assert code == 2 and ck.name in line, (name, cmd[0], line)
+    assert not (tmp_path / "p.npz").exists()
+
+
+def test_a_truncated_last_checkpoint_on_resume_is_one_line(finished_run, tiny_config, capsys):
+    """--resume from a truncated last.ckpt (a copy cut short) ends with one line naming it; nothing changes."""
+    last = finished_run / "checkpoints" / "last.ckpt"
+    last.write_bytes(last.read_bytes()[:3000])
+    before = _tree(finished_run)
+    code = main(["train", str(tiny_config), "--epochs", "2", "--out", str(finished_run), "--resume", "--no-progress"])
+    line = _one_line_error(capsys.readouterr().err)
+    assert code == 2 and "last.ckpt" in line and "not a readable checkpoint" in line
+    assert _tree(finished_run) == before
+
+
+def test_resume_with_the_same_data_file_spelled_differently_is_the_same_run(tiny_config, burgers_file, tmp_path,
+                                                                           monkeypatch):
+    """``./FILE`` and ``FILE`` (relative to the working directory) name one file: --resume accepts it, and the
+    recorded config holds the absolute path."""
+    monkeypatch.chdir(burgers_file.parent)
+    out = tmp_path / "run"
+    first = train(_cfg(tiny_config, epochs=1, **{"data.path": burgers_file.name}), out, progress=False)
+    recorded = yaml.safe_load((out / "config.yaml").read_text())["data"]["path"]
+    assert recorded == str(burgers_file)
+    again = train(_cfg(tiny_config, epochs=1, **{"data.path": f"./{burgers_file.name}"}), out, resume=True,
+                  progress=False)
+    assert again["test_rel_l2"] == first["test_rel_l2"]
+
+
+def test_resume_with_another_config_is_refused_without_config_yaml(finished_run, tiny_config, capsys):
+    """With config.yaml gone, --resume compares against the run config stored in last.ckpt: a changed --lr is refused
+    with the difference named."""
+    (finished_run / "config.yaml").unlink()
+    before = _tree(finished_run)
+    code = main(["train", str(tiny_config), "--epochs", "1", "--lr", "1e-2", "--out", str(finished_run), "--resume",
+                 "--no-progress"])
+    line = _one_line_error(capsys.readouterr().err)
+    assert code == 2 and "train.lr: 0.003 -> 0.01" in line
+    assert _tree(finished_run) == before
+
+
+def _cli(args):
+    return subprocess.Popen([PYTHON, "-m", "opformer", *args], env=cli_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for(path: pathlib.Path, proc, seconds: float = 120) -> None:
+    deadline = time.time() + seconds
+    while not path.exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    assert proc.poll() is None and path.exists(), proc.communicate()[1][-3000:]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_an_interrupted_training_says_where_its_checkpoint_is_and_holds_its_directory(tiny_config, tmp_path, sig):
+    """While a training runs, a second training with --overwrite into its directory is refused with one line and
+    deletes nothing; Ctrl-C or SIGTERM then ends the training with one line naming last.ckpt and --resume (exit
+    128 + signal), and the directory is free again."""
+    out = tmp_path / "run"
+    proc = _cli(["train", str(tiny_config), "--epochs", "500", "--out", str(out), "--no-progress"])
+    _wait_for(out / "checkpoints" / "last.ckpt", proc)
+    config = (out / "config.yaml").stat().st_ino
+    second = subprocess.run([PYTHON, "-m", "opformer", "train", str(tiny_config), "--out", str(out), "--overwrite",
+                             "--no-progress"], env=cli_env(), capture_output=True, text=True, timeout=120)
+    assert second.returncode == 2 and "in use by a running training" in _one_line_error(second.stderr)
+    assert (out / "config.yaml").stat().st_ino == config and (out / "checkpoints" / "last.ckpt").exists()
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + sig, err[-3000:]
+    last_line = err.strip().splitlines()[-1]
+    assert "Traceback" not in err
+    assert f"{out}/checkpoints/last.ckpt" in last_line and "--resume" in last_line, err[-2000:]
+    assert not (out / "metrics.json").exists()
+    from opformer.train.run import _check_not_running
+
+    _check_not_running(out)  # the lock went with the process
+
+
+# --- 6. DDP launched by Lightning equals one process ------------------------------------------------------------
+
+@pytest.mark.slow
+def test_ddp_launched_by_lightning_matches_one_process(tiny_config, tmp_path):
+    """``--devices 2 --strategy ddp --accelerator cpu`` without torchrun (Lightning starts the second process) gives
+    the metrics of one process within 1e-4, and every logged metric is reduced over the ranks (no sync_dist
+    warning)."""
+    cfg_path = tmp_path / "nodrop.yaml"
+    cfg = yaml.safe_load(tiny_config.read_text())
+    cfg["model"]["dropout"] = 0.0
+    cfg_path.write_text(yaml.safe_dump(cfg))
+    args = ["train", str(cfg_path), "--epochs", "2", "--no-progress"]
+    one = subprocess.run([PYTHON, "-m", "opformer", *args, "--out", str(tmp_path / "single")], env=cli_env(),
+                         capture_output=True, text=True, timeout=300)
+    assert one.returncode == 0, one.stderr[-3000:]
+    two = subprocess.run([PYTHON, "-m", "opformer", *args, "--out", str(tmp_path / "ddp"), "--devices", "2",
+                          "--strategy", "ddp", "--accelerator", "cpu"], env=cli_env(), capture_output=True, text=True,
+                         timeout=300)
+    assert two.returncode == 0, two.stderr[-3000:]
+    assert "sync_dist" not in two.stdout + two.stderr
+    single = json.loads((tmp_path / "single" / "metrics.json").read_text())
+    ddp = json.loads((tmp_path / "ddp" / "metrics.json").read_text())
+    for key in ("val_rel_l2", "test_rel_l2"):
+        assert ddp[key] == pytest.approx(single[key], rel=1e-4), key
+    assert ddp["epochs"] == single["epochs"] == 2
+
+
+# --- 8. silent bad data -------------------------------------------------------------------------------------------
+
+def test_zero_norm_targets_and_far_outliers_are_named_by_split_and_sample():
+    """A zero target (the relative L2 loss divides by its norm) and samples far outside the training distribution
+    (max |x - mean| / std > 50) are each named with their split and positions; ordinary samples are not."""
+    from opformer.data.datasets import FieldDataset, suspicious_samples
+
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(60, 32, 1)), rng.normal(size=(60, 32, 1))
+    val_x, val_y = x[40:].copy(), y[40:].copy()
+    val_y[3] = 0.0
+    val_x[5, 7, 0] = 1e4
+    val_y[11] *= 1e3
+    data = {"train": FieldDataset({"input": x[:40], "target": y[:40]}),
+            "val": FieldDataset({"input": val_x, "target": val_y})}
+    lines = suspicious_samples(data)
+    assert len(lines) == 3, lines
+    assert lines[0].startswith("val split, samples 3 (1 of 20): the target has zero norm")
+    assert lines[1].startswith("val split, samples 5 (1 of 20): the input lies far outside the training data")
+    assert lines[2].startswith("val split, samples 11 (1 of 20): the target lies far outside the training data")
+    assert suspicious_samples({"train": data["train"], "val": FieldDataset({"input": x[40:], "target": y[40:]})}) == []
+
+
+def test_training_on_a_file_with_bad_samples_warns_once_per_finding(tiny_config, tmp_path, capsys):
+    """A user's file with a zero target in the test split and a wildly scaled input in the validation split: the
+    training prints one warning line for each, naming split and sample; the generated Burgers data prints none."""
+    from opformer.data.readers import open_source
+
+    cfg = yaml.safe_load(tiny_config.read_text())
+    src = open_source(cfg["data"]["path"], ["a", "u"])
+    a, u = (src.read(k, np.arange(40)) for k in ("a", "u"))
+    a[26] *= 1e6  # file samples 24-31 are the validation split, 32-39 the test split
+    u[35] = 0.0
+    npz = tmp_path / "bad.npz"
+    np.savez(npz, a=a, u=u)
+    code = main(["train", str(tiny_config), "--data", str(npz), "--epochs", "1", "--out", str(tmp_path / "bad"),
+                 "--no-progress"])
+    warned = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("opformer: warning: data:")]
+    assert code == 0
+    assert len(warned) == 2, warned
+    assert "val split, samples 2 (1 of 8): the input lies far outside" in warned[0]
+    assert "test split, samples 3 (1 of 8): the target has zero norm" in warned[1]
+    code = main(["train", str(tiny_config), "--epochs", "1", "--out", str(tmp_path / "good"), "--no-progress"])
+    assert code == 0 and "opformer: warning: data:" not in capsys.readouterr().err
