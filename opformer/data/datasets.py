@@ -163,13 +163,6 @@ def _apply(mats: list, field: torch.Tensor) -> torch.Tensor:
     return field
 
 
-def resample(field: torch.Tensor, grid: tuple, kind: str = "node") -> torch.Tensor:
-    """Linear interpolation of a field ``(*grid0, channels)`` on a standard grid of ``kind`` to ``(*grid, channels)``."""
-    mats = [torch.as_tensor(_interp_matrix(_standard_axis(kind, n0), _standard_axis(kind, n1), kind == "periodic"),
-                            dtype=field.dtype) for n0, n1 in zip(field.shape[:-1], grid)]
-    return _apply(mats, field)
-
-
 def _count(value: Union[int, float, None], total: int, what: str, flag: str) -> int:
     """A count given as an int, or as a fraction (< 1) of ``total`` (rounded, at least 1 if the fraction is > 0)."""
     if isinstance(value, float) and value < 1:

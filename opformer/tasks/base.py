@@ -307,8 +307,3 @@ def options_from(task: Task, values: dict):
     from ..config import check_section
 
     return check_section(task.options_class, values or {}, "task")
-
-
-def describe_options(options) -> dict:
-    return dataclasses.asdict(options) if dataclasses.is_dataclass(options) else {}
-
