@@ -9,9 +9,10 @@ export PYTHONWARNINGS=ignore
 B="python -m opformer.bench.cli bench"
 log() { echo "=== $(date +%H:%M:%S) load $(cut -d' ' -f1-3 /proc/loadavg): $*"; }
 
-log "ours vs reference layer, interleaved"
-python benchmarks/compare_reference.py --cases galerkin:8192 fourier:2048 softmax:2048 linear:8192 \
-    --repeats 5 --warmup 1 --json "$OUT/compare_reference.json"
+log "ours vs the reference layer (before/after: add --baseline-src DIR of an older tree), interleaved, one thread"
+python benchmarks/compare_reference.py --threads 1 --repeats 5 --warmup 1 --json "$OUT/compare_reference_fused.json"
+$B attention --kinds galerkin linear --n 8192 --reference --repeats 5 --threads 1 \
+    --json "$OUT/attention_fused_8192_cpu.json"
 
 log "attention sweep, 4 kinds, n = 512 2048 8192, ours and reference"
 $B attention --kinds galerkin fourier softmax linear --n 512 2048 8192 --repeats 3 --threads 2 \
