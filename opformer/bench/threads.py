@@ -96,7 +96,7 @@ def oversubscription_warning(threads: Optional[int] = None, root: str = "/sys/fs
     if load > n:
         return (
             f"warning: the machine is oversubscribed (1-min load {load:.2f} > {n} CPUs available"
-            + (f", {threads} threads requested" if threads else "")
+            + (f", {threads} torch threads" if threads else "")
             + "): absolute times are inflated; trust only ratios measured interleaved in one process"
         )
     return None
