@@ -297,8 +297,9 @@ def prepare_run(cfg: dict, explicit: frozenset = frozenset(), progress: bool = T
     run = resolve(cfg)
     files = ensure_files(run.task, run.data, run.options)
     bundle = run.task.load(run.data, run.options, files)
-    for line in suspicious_samples(bundle.datasets):
-        warnings.warn(f"data: {line}", stacklevel=2)
+    if _is_rank_zero():  # the same data on every rank: say it once
+        for line in suspicious_samples(bundle.datasets):
+            warnings.warn(f"data: {line}", stacklevel=2)
     n_train = len(bundle.datasets["train"])
     if n_train < 2:
         raise ConfigError(f"--n-train: at least 2 training samples are needed, the splits leave {n_train}")
