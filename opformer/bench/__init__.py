@@ -9,7 +9,7 @@ from .measure import count_flops, fwd_bwd_step, interleaved_times, machine_info,
 from .plot import loglog_slope, plot_records
 from .runner import machine_with_rates, run_case
 from .suite import REQUIRED_FIELDS, bench_attention, bench_model, default_max_memory, write_json
-from .threads import apply_threads, choose_threads, oversubscription_warning
+from ..threads import apply_threads, choose_threads, oversubscription_warning
 
 __all__ = [
     "attention_case",

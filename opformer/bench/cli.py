@@ -97,7 +97,7 @@ def _header(machine: dict) -> None:
 
 def _threads(args) -> int:
     """Choose and set the torch threads (``--threads`` or the CPUs available), print why and any overload."""
-    from .threads import apply_threads
+    from ..threads import apply_threads
 
     args.threads = apply_threads(args.threads, log=lambda s: print(s, flush=True))
     return args.threads

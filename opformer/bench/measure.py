@@ -316,7 +316,7 @@ def loadavg() -> Optional[list[float]]:
 
 def machine_info(device="cpu") -> dict:
     """What the figures were measured on: CPU model, cores, threads used, RAM, GPU, torch version, load."""
-    from .threads import available_cpus
+    from ..threads import available_cpus
 
     device = torch.device(device)
     info = {

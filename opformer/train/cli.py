@@ -33,6 +33,8 @@ def register(sub) -> None:
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     p.add_argument("--overwrite", action="store_true", help="replace the run in --out")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--threads", type=int, help="torch threads per process (default: the CPUs this process may use, "
+                                                 "from its affinity and cgroup quota, divided among local processes)")
     p.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
     p.set_defaults(func=_train, accepts_extra=True, parser=p)
 
@@ -155,6 +157,10 @@ def _train(args: argparse.Namespace) -> int:
     from .module import DivergenceError
     from .run import RunDirError, train
 
+    if args.threads is not None and args.threads < 1:
+        return _fail(f"--threads must be >= 1, got {args.threads}")
+    _set_threads(args.threads)
+
     out = args.out or f"runs/{run.name}"
     received = []
 
@@ -225,6 +231,21 @@ def _one_line_warnings():
         yield
     finally:
         warnings.showwarning = shown
+
+
+def _set_threads(requested) -> int:
+    """Torch threads for this process: ``--threads``, or the CPUs it may use shared among the local processes
+    (torchrun / Lightning DDP); printed, with a warning when the machine is already loaded beyond its CPUs."""
+    import os
+
+    from ..threads import TRAIN_ADVICE, apply_threads, choose_threads
+
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1)
+    if requested is None and local > 1:
+        requested = max(1, choose_threads()[0] // local)
+    n = requested if requested is not None else choose_threads()[0]
+    advice = TRAIN_ADVICE if n > 1 else "training will be slower than this machine can do"
+    return apply_threads(requested, log=lambda line: print(line.replace("# ", "", 1), flush=True), advice=advice)
 
 
 def _quiet_lightning() -> None:

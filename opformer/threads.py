@@ -85,7 +85,12 @@ def choose_threads(requested: Optional[int] = None, root: str = "/sys/fs/cgroup"
     return n, f"{n} threads ({how})"
 
 
-def oversubscription_warning(threads: Optional[int] = None, root: str = "/sys/fs/cgroup") -> Optional[str]:
+BENCH_ADVICE = "absolute times are inflated; trust only ratios measured interleaved in one process"
+TRAIN_ADVICE = "training will be slower than this machine can do; fewer threads (--threads 1) may run faster"
+
+
+def oversubscription_warning(threads: Optional[int] = None, root: str = "/sys/fs/cgroup",
+                             advice: str = BENCH_ADVICE) -> Optional[str]:
     """A warning when the 1-minute load average exceeds the CPUs available (others are running: timings are slower
     than the machine can do, only ratios measured interleaved in one process remain meaningful); else ``None``."""
     try:
@@ -97,12 +102,12 @@ def oversubscription_warning(threads: Optional[int] = None, root: str = "/sys/fs
         return (
             f"warning: the machine is oversubscribed (1-min load {load:.2f} > {n} CPUs available"
             + (f", {threads} torch threads" if threads else "")
-            + "): absolute times are inflated; trust only ratios measured interleaved in one process"
+            + f"): {advice}"
         )
     return None
 
 
-def apply_threads(requested: Optional[int] = None, log=print) -> int:
+def apply_threads(requested: Optional[int] = None, log=print, advice: str = BENCH_ADVICE) -> int:
     """Choose the number of threads, set it in torch (``torch.set_num_threads``), log the note and any
     oversubscription warning; returns the number."""
     import torch
@@ -111,7 +116,7 @@ def apply_threads(requested: Optional[int] = None, log=print) -> int:
     torch.set_num_threads(n)
     if log is not None:
         log(f"# torch threads: {note}")
-        warn = oversubscription_warning(n)
+        warn = oversubscription_warning(n, advice=advice)
         if warn:
             log(f"# {warn}")
     return n

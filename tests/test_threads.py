@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from opformer.bench import threads as T
+from opformer import threads as T
 
 
 def _cgroup(tmp_path, v2=None, v1=None):
@@ -53,3 +53,19 @@ def test_oversubscription_warning_compares_load_with_available_cpus(tmp_path, mo
     assert warn and "load 5.00 > 2 CPUs" in warn
     monkeypatch.setattr(T.os, "getloadavg", lambda: (1.5, 1.0, 1.0))
     assert T.oversubscription_warning(2, root=root) is None
+
+
+def test_trainer_sets_and_prints_its_threads(capsys):
+    import torch
+
+    from opformer.cli import main
+    from opformer.train.cli import _set_threads
+
+    before = torch.get_num_threads()
+    try:
+        assert _set_threads(1) == 1 and torch.get_num_threads() == 1
+        assert "torch threads: 1 threads (requested" in capsys.readouterr().out
+    finally:
+        torch.set_num_threads(before)
+    assert main(["train", "burgers-quick", "--threads", "0"]) == 2
+    assert "--threads must be >= 1" in capsys.readouterr().err
