@@ -33,8 +33,9 @@ def register(sub) -> None:
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     p.add_argument("--overwrite", action="store_true", help="replace the run in --out")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--threads", type=int, help="torch threads per process (default: the CPUs this process may use, "
-                                                 "from its affinity and cgroup quota, divided among local processes)")
+    p.add_argument("--threads", type=int, help="torch threads per process (default: $OMP_NUM_THREADS, else the CPUs "
+                                                 "this process may use (affinity, cgroup quota) divided among local "
+                                                 "processes)")
     p.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
     p.set_defaults(func=_train, accepts_extra=True, parser=p)
 
@@ -234,13 +235,16 @@ def _one_line_warnings():
 
 
 def _set_threads(requested) -> int:
-    """Torch threads for this process: ``--threads``, or the CPUs it may use shared among the local processes
-    (torchrun / Lightning DDP); printed, with a warning when the machine is already loaded beyond its CPUs."""
+    """Torch threads for this process: ``--threads``, else ``$OMP_NUM_THREADS``, else the CPUs it may use shared
+    among the local processes (torchrun / Lightning DDP); printed, with a warning when the machine is already loaded
+    beyond its CPUs."""
     import os
 
     from ..threads import TRAIN_ADVICE, apply_threads, choose_threads
 
     local = int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1)
+    if requested is None and os.environ.get("OMP_NUM_THREADS", "").strip().isdigit():
+        requested = max(1, int(os.environ["OMP_NUM_THREADS"]))  # the user's explicit setting
     if requested is None and local > 1:
         requested = max(1, choose_threads()[0] // local)
     n = requested if requested is not None else choose_threads()[0]
