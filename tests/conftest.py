@@ -5,6 +5,7 @@ Tiny recipes: the same code paths as the full-size ones at a fraction of the cos
 from __future__ import annotations
 
 import pytest
+import torch
 
 from opformer.pde import generate_dataset, make_recipe
 
@@ -32,3 +33,12 @@ def darcy_files(data_dir):
     test = generate_dataset(make_recipe("darcy", split="test", **SMALL_DARCY), data_dir / "darcy_test.h5",
                             workers=1, progress=False)
     return train, test
+
+
+@pytest.fixture()
+def one_thread():
+    """Small tensors on shared cores: one torch thread is faster and makes the runs reproducible."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -39,3 +39,15 @@ def to_output_grid(y: Tensor, grid: tuple[int, int]) -> Tensor:
 
 def maybe_resize(x: Tensor, size: Optional[int]) -> Tensor:
     return x if size is None else resize2d(x, size)
+
+
+def patched_input(cfg, x: Tensor, coords: Tensor, patch: int) -> tuple[tuple[int, int], Tensor, int, int]:
+    """(output grid, [input, coords] resized to ``cfg.grid_size`` and padded to a multiple of ``patch``, the
+    unpadded height and width) for the patch-based models."""
+    import torch
+
+    from ..nn.patch import pad_to_multiple
+
+    grid_out = output_grid(cfg, x.shape[1:3])
+    x = maybe_resize(torch.cat((x, coords), dim=-1), cfg.grid_size)
+    return grid_out, pad_to_multiple(x, patch), x.shape[1], x.shape[2]

@@ -20,14 +20,13 @@ import dataclasses
 from typing import Optional
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..nn.activations import ACTIVATIONS
 from ..nn.patch import POS_ENCODINGS, PatchEmbed2d, PatchExpand2d, PatchMerge2d, PatchRecover2d, crop, pad_to_multiple
 from ..nn.patch import layer_norm, patch_centres
 from ..nn.window import WindowBlock2d
-from ._grid2d import check_common, check_size, maybe_resize, output_grid, to_output_grid
+from ._grid2d import check_common, check_size, patched_input, to_output_grid
 from .base import OperatorModel, _choice, _positive_int, _rate
 
 __all__ = ["SCOT_SIZES", "ScOTConfig", "ScOT"]
@@ -165,10 +164,7 @@ class ScOT(OperatorModel):
 
     def _forward(self, x: Tensor, coords: Tensor, lead_time: Optional[Tensor]) -> Tensor:
         cfg = self.config
-        grid_out = output_grid(cfg, x.shape[1:3])
-        x = maybe_resize(torch.cat((x, coords), dim=-1), cfg.grid_size)
-        h, w = x.shape[1], x.shape[2]
-        x = pad_to_multiple(x, cfg.patch)
+        grid_out, x, h, w = patched_input(cfg, x, coords, cfg.patch)
         c = x[..., -2:]
         t = self.embed(x, c)
         pos = patch_centres(c, cfg.patch)

@@ -19,13 +19,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
-import torch
 from torch import Tensor, nn
 
 from ..nn.activations import ACTIVATIONS, activation
 from ..nn.attention import KERNELS, SimpleAttention
-from ..nn.patch import POS_ENCODINGS, PatchEmbed2d, PatchRecover2d, crop, layer_norm, pad_to_multiple
-from ._grid2d import check_common, check_size, maybe_resize, output_grid, to_output_grid
+from ..nn.patch import POS_ENCODINGS, PatchEmbed2d, PatchRecover2d, crop, layer_norm
+from ._grid2d import check_common, check_size, patched_input, to_output_grid
 from .base import OperatorModel, _choice, _positive_int, _rate
 
 __all__ = ["ViTConfig", "ViT"]
@@ -117,10 +116,7 @@ class ViT(OperatorModel):
 
     def _forward(self, x: Tensor, coords: Tensor, lead_time: Optional[Tensor]) -> Tensor:
         cfg = self.config
-        grid_out = output_grid(cfg, x.shape[1:3])
-        x = maybe_resize(torch.cat((x, coords), dim=-1), cfg.grid_size)
-        h, w = x.shape[1], x.shape[2]
-        x = pad_to_multiple(x, cfg.patch_size)
+        grid_out, x, h, w = patched_input(cfg, x, coords, cfg.patch_size)
         t = self.embed(x, x[..., -2:])
         b, hp, wp, d = t.shape
         v = t.reshape(b, hp * wp, d)

@@ -27,7 +27,7 @@ from ..config import ConfigError
 from ..data.datasets import suspicious_samples
 from ..tasks.artifact import LoadError, Predictor, load, make_artifact, read_checkpoint
 from ..tasks.base import ensure_files
-from .config import Run, resolve
+from .config import resolve
 from .module import OperatorModule, count_parameters
 from .plots import plot_curves, plot_predictions, read_metrics_csv
 

@@ -1,14 +1,4 @@
-import pytest
-import torch
-
-
-@pytest.fixture()
-def one_thread():
-    """Small tensors on shared cores: one thread is faster and makes the runs reproducible."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+"""Helpers shared by the model tests."""
 
 
 def relative_l2(pred, target):

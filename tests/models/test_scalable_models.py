@@ -10,6 +10,7 @@ from opformer.models import MODELS, build_model, count_parameters
 from opformer.nn.alias_free import fourier_resample2d
 
 from .conftest import relative_l2
+from .test_overfit import fit as overfit
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -130,19 +131,8 @@ def test_named_sizes():
 
 
 def fit(model, x, c, y, *, lr, steps, tol=3e-2):
-    torch.manual_seed(0)
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=0.1)
-    for _ in range(steps):
-        loss = relative_l2(model(x, c), y)
-        if loss.item() < tol:
-            break
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        sched.step()
-    with torch.no_grad():
-        return relative_l2(model(x, c), y).item()
+    """Relative L2 error after overfitting (the loop of test_overfit, warm-up a tenth of the steps)."""
+    return overfit(model, x, c, y, lr=lr, steps=steps, warmup=steps // 10, tol=tol)[0]
 
 
 @pytest.mark.parametrize("key,lr,tol", [("scot", 1e-2, 3e-2), ("vit", 1e-2, 3e-2), ("unet", 5e-3, 3e-2),

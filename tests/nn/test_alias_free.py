@@ -8,12 +8,7 @@ import torch
 from opformer.nn.alias_free import AliasFreeActivation2d, fourier_resample2d
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def band_limited(n, k_max=3, batch=2, channels=2, seed=0):

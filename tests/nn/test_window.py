@@ -16,12 +16,7 @@ from opformer.nn.window import (
 )
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def masked_full_attention(attn: WindowAttention2d, x, groups, m):
