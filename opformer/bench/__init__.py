@@ -4,9 +4,9 @@ Every record carries the machine it was measured on and that machine's own measu
 can be read as a fraction of what the machine can do.  Command line: ``opformer bench attention|model ...``.
 """
 
-from .cases import attention_case, estimate_memory_bytes, model_case
-from .measure import count_flops, fwd_bwd_step, interleaved_times, machine_info, matmul_rate
-from .plot import loglog_slope, plot_records
+from .cases import GRID_KINDS, GRID_MODELS, attention_case, estimate_memory_bytes, model_case
+from .measure import count_flops, count_flops_fake, fwd_bwd_step, interleaved_times, machine_info, matmul_rate
+from .plot import fit_slopes, loglog_slope, plot_records
 from .runner import machine_with_rates, run_case
 from .suite import REQUIRED_FIELDS, bench_attention, bench_model, default_max_memory, write_json
 from ..threads import apply_threads, choose_threads, oversubscription_warning
@@ -16,6 +16,7 @@ __all__ = [
     "model_case",
     "estimate_memory_bytes",
     "count_flops",
+    "count_flops_fake",
     "fwd_bwd_step",
     "interleaved_times",
     "machine_info",
@@ -28,6 +29,9 @@ __all__ = [
     "write_json",
     "plot_records",
     "loglog_slope",
+    "fit_slopes",
+    "GRID_KINDS",
+    "GRID_MODELS",
     "REQUIRED_FIELDS",
     "choose_threads",
     "apply_threads",

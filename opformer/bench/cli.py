@@ -11,6 +11,8 @@ import sys
 __all__ = ["register", "main"]
 
 KINDS = ("galerkin", "fourier", "softmax", "linear")
+#: kinds on a 2D grid of n = side^2 points (opformer.bench.cases.GRID_KINDS)
+GRID_KIND_NAMES = ("window", "patched")
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -43,6 +45,12 @@ def _log(rec: dict) -> None:
         label += " [ref]"
     if rec.get("chunk_size"):
         label += f" [chunk {rec['chunk_size']}]"
+    if rec.get("window_size"):
+        label += f" [M {rec['window_size']}]"
+    if rec.get("patch_size"):
+        label += f" [p {rec['patch_size']}: {rec['tokens']} tok]"
+    if rec.get("grid_side"):
+        label += f" [{rec['grid_side']}^2]"
     if rec.get("fourier_order") and rec["fourier_order"] != "quadratic":
         label += f" [{rec['fourier_order']}]"
     if rec["status"] != "ok":
@@ -69,9 +77,35 @@ def _log(rec: dict) -> None:
     print(line + f"  load {rec['loadavg'][0] if rec.get('loadavg') else '?'}", flush=True)
 
 
+def _print_slopes(records: list[dict]) -> dict:
+    """Print the log-log slope against n of FLOPs, memory (saved activations, live peak, RSS peak) and time per
+    series, over the two largest n; for "patched" and "softmax" at equal n also the FLOP ratio and 1/p^4."""
+    from .plot import SLOPE_FIELDS, fit_slopes
+
+    slopes = {k: v for k, v in fit_slopes(records).items() if len(v.get("n", [])) >= 2}
+    if not slopes:
+        return slopes
+    width = max(len(k) for k in slopes) + 2
+    print(f"# log-log slopes against n (two largest n; FLOPs exact, memory and time measured)")
+    print(f"{'series':{width}s}" + "".join(f"{name:>11s}" for name in SLOPE_FIELDS.values()) + "   n", flush=True)
+    for label, entry in slopes.items():
+        cells = "".join("          -" if entry.get(f) is None else f"{entry[f]:11.2f}" for f in SLOPE_FIELDS)
+        print(f"{label:{width}s}{cells}   {entry['n'][-2]} -> {entry['n'][-1]}", flush=True)
+    ok = [r for r in records if r.get("status") == "ok" and r.get("flops_fwd_bwd")]
+    soft = {r["n"]: r["flops_fwd_bwd"] for r in ok if r.get("kind") == "softmax" and r.get("what") == "attention"
+            and not r.get("chunk_size")}
+    for r in ok:
+        if r.get("kind") == "patched" and r["n"] in soft:
+            p = r["patch_size"]
+            print(f"# patched (p {p}) / softmax FLOPs at n={r['n']}: {r['flops_fwd_bwd'] / soft[r['n']]:.5f} "
+                  f"(1/p^4 = {1 / p**4:.5f}; the rest is the n-linear work: projections, FFN, patch maps)", flush=True)
+    return slopes
+
+
 def _finish(records: list[dict], args) -> int:
     from .suite import write_json
 
+    _print_slopes(records)
     if args.json:
         write_json(records, args.json)
         print(f"wrote {args.json}")
@@ -104,18 +138,26 @@ def _threads(args) -> int:
 
 
 def cmd_attention(args) -> int:
+    from .cases import attention_case
     from .runner import machine_with_rates
     from .suite import bench_attention
 
-    _threads(args)
-    unknown = [k for k in args.kinds if k not in KINDS]
+    unknown = [k for k in args.kinds if k not in KINDS + GRID_KIND_NAMES]
     if unknown:
         from opformer.nn import KERNELS
 
         unknown = [k for k in unknown if k not in KERNELS]
     if unknown:
-        print(f"error: unknown kinds {unknown}; known: {list(KINDS)}", file=sys.stderr)
+        print(f"error: unknown kinds {unknown}; known: {list(KINDS + GRID_KIND_NAMES)}", file=sys.stderr)
         return 2
+    for kind in args.kinds:  # 2D kinds: n a perfect square (and its side a multiple of the patch)
+        for n in args.n:
+            try:
+                attention_case(kind, n, window=args.window, patch=args.patch)
+            except ValueError as err:
+                print(f"error: {err}", file=sys.stderr)
+                return 2
+    _threads(args)
     machine = machine_with_rates(args.device, args.dtype, args.matmul_size)
     _header(machine)
     max_memory = None if args.max_memory is None else int(args.max_memory * 2**30)
@@ -133,21 +175,31 @@ def cmd_attention(args) -> int:
         fourier_order=args.fourier_order, device=args.device,
         dtype=args.dtype, compile=args.compile, repeats=args.repeats, warmup=args.warmup, threads=args.threads,
         fused=not args.no_fused, compare_reference=args.reference, matmul_size=args.matmul_size,
+        window=args.window, patch=args.patch,
     )
     return _finish(records, args)
 
 
 def cmd_model(args) -> int:
+    from .cases import GRID_MODELS, model_case
     from .runner import machine_with_rates
     from .suite import bench_model
 
+    ns = {p: args.n or ([16384] if p in GRID_MODELS else [8192]) for p in args.preset}
+    for preset in args.preset:  # unknown names, and n not a perfect square for the 2D models: one line, exit 2
+        for n in ns[preset]:
+            try:
+                model_case(preset, n)
+            except ValueError as err:
+                print(f"error: {str(err).splitlines()[0]}", file=sys.stderr)
+                return 2
     _threads(args)
     machine = machine_with_rates(args.device, args.dtype, args.matmul_size)
     _header(machine)
     records = []
     for preset in args.preset:
         records += bench_model(
-            preset, args.n, isolate=not args.in_process, timeout=args.timeout, machine=machine, log=_log,
+            preset, ns[preset], isolate=not args.in_process, timeout=args.timeout, machine=machine, log=_log,
             batch=args.batch, device=args.device, dtype=args.dtype, compile=args.compile, repeats=args.repeats,
             warmup=args.warmup, threads=args.threads, matmul_size=args.matmul_size,
         )
@@ -164,8 +216,14 @@ def register(subparsers) -> argparse.ArgumentParser:
     sub = bench.add_subparsers(dest="bench_command", required=True)
 
     a = sub.add_parser("attention", help="an encoder stack of each attention kind at each n")
-    a.add_argument("--kinds", nargs="+", default=list(KINDS), help=f"attention kinds (default: {' '.join(KINDS)})")
-    a.add_argument("--n", nargs="+", type=int, default=[512, 2048, 8192], help="numbers of points")
+    a.add_argument("--kinds", nargs="+", default=list(KINDS),
+                   help=f"attention kinds (default: {' '.join(KINDS)}); on a 2D grid of n = side^2 points: "
+                        "window (windowed attention blocks, M x M windows, shifted), patched (softmax attention on "
+                        "p x p patch tokens)")
+    a.add_argument("--n", nargs="+", type=int, default=[512, 2048, 8192],
+                   help="numbers of points (perfect squares for window and patched, e.g. 1024 4096 16384)")
+    a.add_argument("--window", type=int, default=8, help="window size M of the window kind (default 8)")
+    a.add_argument("--patch", type=int, default=4, help="patch size p of the patched kind (default 4)")
     a.add_argument("--d-model", type=int, default=128)
     a.add_argument("--heads", type=int, default=4)
     a.add_argument("--layers", type=int, default=1)
@@ -186,8 +244,13 @@ def register(subparsers) -> argparse.ArgumentParser:
     a.set_defaults(func=cmd_attention)
 
     m = sub.add_parser("model", help="a whole model from a named preset (e.g. ex1 at n=8192, batch 4)")
-    m.add_argument("preset", nargs="+", help="names of opformer.models presets (e.g. burgers-gt burgers-lt)")
-    m.add_argument("--n", nargs="+", type=int, default=[8192], help="resolutions (default 8192)")
+    m.add_argument("preset", nargs="+",
+                   help="names of opformer.models presets (e.g. burgers-gt burgers-lt; n = points per dimension) or "
+                        "2D models with their default configs: scot scot-small scot-base vit vit-galerkin unet "
+                        "deeponet cno (n = number of points, a perfect square: a side x side grid)")
+    m.add_argument("--n", nargs="+", type=int, default=None,
+                   help="resolutions: points per dimension for the paper presets (default 8192), number of grid "
+                        "points side^2 for the 2D models (default 16384 = 128^2)")
     _common(m)
     m.set_defaults(func=cmd_model)
     return bench

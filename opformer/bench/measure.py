@@ -18,6 +18,7 @@ __all__ = [
     "saved_activation_bytes",
     "peak_live_bytes",
     "count_flops",
+    "count_flops_fake",
     "matmul_rate",
     "matmul_step",
     "default_matmul_size",
@@ -185,6 +186,28 @@ def count_flops(fn: Callable[[], object]) -> int:
     with FlopCounterMode(display=False, custom_mapping=_extra_flop_formulas()) as counter:
         fn()
     return int(counter.get_total_flops())
+
+
+def count_flops_fake(module: torch.nn.Module, *inputs) -> int:
+    """FLOPs of one ``fwd_bwd_step(module, *inputs)`` counted on fake tensors: shapes only, no arithmetic, so that
+    the asymptotic order can be checked at sizes too large to run.  Same count as :func:`count_flops` of the real
+    step (the parameters and inputs are swapped for fake copies through ``torch.func.functional_call``)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.func import functional_call
+
+    mode = FakeTensorMode()
+    params = {k: mode.from_tensor(v) for k, v in module.named_parameters()}
+    buffers = {k: mode.from_tensor(v) for k, v in module.named_buffers()}
+    fake_inputs = [mode.from_tensor(t) if isinstance(t, torch.Tensor) else t for t in inputs]
+
+    class _Fake(torch.nn.Module):
+        def forward(self, *args):
+            return functional_call(module, {**params, **buffers}, args)
+
+    with mode:
+        for name, p in module.named_parameters():
+            params[name].requires_grad_(p.requires_grad)
+        return count_flops(fwd_bwd_step(_Fake(), *fake_inputs))
 
 
 def _extra_flop_formulas() -> dict:

@@ -5,7 +5,16 @@ from __future__ import annotations
 import math
 from typing import Optional
 
-__all__ = ["loglog_slope", "plot_records"]
+__all__ = ["loglog_slope", "record_label", "fit_slopes", "SLOPE_FIELDS", "plot_records"]
+
+#: record fields whose log-log slope against n is reported, and their short names
+SLOPE_FIELDS = {
+    "flops_fwd_bwd": "FLOPs",
+    "saved_activation_bytes": "saved",
+    "peak_live_bytes": "live peak",
+    "peak_memory_bytes": "RSS peak",
+    "seconds_fwd_bwd": "time",
+}
 
 
 def loglog_slope(ns, values, tail: int = 2) -> Optional[float]:
@@ -19,17 +28,39 @@ def loglog_slope(ns, values, tail: int = 2) -> Optional[float]:
     return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx if sxx > 0 else None
 
 
+def record_label(r: dict) -> str:
+    """The series a record belongs to: the model preset, or the attention kind with its window, patch or chunk."""
+    label = (r.get("preset") if r.get("what") == "model" else None) or r.get("kind") or r.get("preset")
+    if r.get("what") != "model":
+        if r.get("window_size"):
+            label = f"{label} (M {r['window_size']})"
+        if r.get("patch_size"):
+            label = f"{label} (p {r['patch_size']})"
+    if r.get("chunk_size"):
+        label = f"{label} (chunk {r['chunk_size']})"
+    return label
+
+
 def _series(records, field):
     out: dict[str, tuple[list, list]] = {}
     for r in records:
         if r.get("status") != "ok" or r.get(field) is None:
             continue
-        label = r.get("kind") or r.get("preset")
-        if r.get("chunk_size"):
-            label = f"{label} (chunk {r['chunk_size']})"
-        ns, vs = out.setdefault(label, ([], []))
+        ns, vs = out.setdefault(record_label(r), ([], []))
         ns.append(r["n"])
         vs.append(r[field])
+    return out
+
+
+def fit_slopes(records: list[dict], fields=tuple(SLOPE_FIELDS), tail: int = 2) -> dict:
+    """``{label: {field: slope or None, "n": [n, ...]}}``: the log-log slope of each field against n per series
+    (:func:`record_label`), over the ``tail`` largest n (default two: the asymptotic order)."""
+    out: dict[str, dict] = {}
+    for field in fields:
+        for label, (ns, vs) in _series(records, field).items():
+            entry = out.setdefault(label, {})
+            entry[field] = loglog_slope(ns, vs, tail)
+            entry["n"] = sorted(set(entry.get("n", [])) | set(ns))
     return out
 
 
