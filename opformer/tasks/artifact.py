@@ -158,6 +158,8 @@ class Predictor:
             raise ConfigError(f"--times must be ascending values > 0, got {times}")
         if mode not in ("direct", "autoregressive", "mixed"):
             raise ConfigError(f"--mode must be direct, autoregressive or mixed, got {mode!r}")
+        if int(info.get("history", 1)) > 1:
+            return self._rollout_history(u0, times, mode, step, int(info["history"]))
         as_torch = torch.is_tensor(u0)
         x = u0.detach().cpu().numpy() if as_torch else np.asarray(u0)
         squeeze = x.ndim == self.task.dim + 1
@@ -184,6 +186,33 @@ class Predictor:
             outs.append(torch.stack(frames, dim=1))
         y = torch.cat(outs)
         if squeeze and y.shape[-1] == 1:
+            y = y[..., 0]
+        return y if as_torch else y.numpy()
+
+    def _rollout_history(self, u0, times, mode: str, step: float, h: int):
+        """The FNO protocol: ``u0`` (samples, h, *grid[, c]) holds the last h snapshots; each step predicts the next
+        snapshot from the last h; ``times`` are multiples of ``step`` after the last given snapshot."""
+        if mode != "autoregressive":
+            raise ConfigError(f"a model with --history {h} rolls out one snapshot at a time: use --mode autoregressive")
+        as_torch = torch.is_tensor(u0)
+        x = u0.detach().cpu().numpy() if as_torch else np.asarray(u0)
+        if x.ndim < self.task.dim + 2 or x.shape[1] != h:
+            raise ConfigError(f"this model needs the last {h} snapshots: inputs of shape (samples, {h}, *grid)")
+        n_steps = [round(t / step) for t in times]
+        if any(abs(t / step - k) > 1e-6 for t, k in zip(times, n_steps)):
+            raise ConfigError(f"--times must be multiples of the step {step:g} for a model with --history {h}")
+        frames = [self.task.inputs_from_array(x[:, k], self.grid) for k in range(h)]
+        coords = frames[0][1]
+        window = torch.cat([f[0] for f in frames], dim=-1)
+        c = frames[0][0].shape[-1]
+        out, k = [], 0
+        for target in n_steps:
+            while k < target:
+                y = self(window, coords).float().cpu()
+                window, k = torch.cat((window[..., c:], y), dim=-1), k + 1
+            out.append(window[..., -c:])
+        y = torch.stack(out, dim=1)
+        if x.ndim == self.task.dim + 2 and y.shape[-1] == 1:
             y = y[..., 0]
         return y if as_torch else y.numpy()
 

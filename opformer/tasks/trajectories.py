@@ -38,6 +38,8 @@ class TrajectoryOptions:
     residual: bool = opt(False, "predict u(t_j) - u(t_i) instead of u(t_j)")
     max_time: Optional[float] = opt(None, "train and validate on snapshots with t <= max_time only (null: all)",
                                     above=0.0)
+    history: int = opt(1, "input snapshots: 1 = u(t_i) with the lead time; H > 1 = the FNO paper's protocol, the last "
+                          "H snapshots as channels -> the next one, rolled out recurrently", min=1)
     time_key: str = opt("t", "name of the snapshot times in the file: an array (K+1,) or an HDF5 attribute")
     dt: float = opt(1.0, "time between snapshots when the file stores no times", above=0.0)
 
@@ -75,19 +77,25 @@ def make_pairs(n_traj: int, allowed: np.ndarray, strategy: str, include_zero: bo
 
 class PairDataset(torch.utils.data.Dataset):
     """Items ``{"input": u(t_i), "target": u(t_j), "coords", "lead_time": t_j - t_i}`` from stored trajectories
-    (traj, K+1, *grid, c) and (traj, i, j) triples."""
+    (traj, K+1, *grid, c) and (traj, i, j) triples.  With ``history`` H > 1 the input is the snapshots i-H+1..i
+    side by side in the channel axis, the target snapshot i+1, and there is no lead time (the FNO protocol)."""
 
-    def __init__(self, trajectories: np.ndarray, times: np.ndarray, pairs: np.ndarray, coords: np.ndarray):
+    def __init__(self, trajectories: np.ndarray, times: np.ndarray, pairs: np.ndarray, coords: np.ndarray,
+                 history: int = 1):
         self.traj = torch.as_tensor(np.ascontiguousarray(trajectories), dtype=torch.float32)
         self.times = torch.as_tensor(np.asarray(times, dtype=np.float64))
         self.pairs = torch.as_tensor(pairs)
         self.coords = torch.as_tensor(coords, dtype=torch.float32)
+        self.history = int(history)
 
     def __len__(self) -> int:
         return int(self.pairs.shape[0])
 
     def __getitem__(self, k: int) -> dict:
         t, i, j = (int(v) for v in self.pairs[k])
+        if self.history > 1:
+            window = self.traj[t, i - self.history + 1 : i + 1]  # (H, *grid, c) -> (*grid, H * c)
+            return {"input": torch.cat(window.unbind(0), dim=-1), "target": self.traj[t, j], "coords": self.coords}
         return {"input": self.traj[t, i], "target": self.traj[t, j], "coords": self.coords,
                 "lead_time": (self.times[j] - self.times[i]).float()}
 
@@ -167,16 +175,28 @@ class TrajectoryTask(Task):
         grid = (len(range(0, n, s)),) * self.dim
         coords = grid_coords("periodic", grid)
         datasets = {}
+        h = options.history
+        if h > 1:
+            if options.residual:
+                raise ConfigError("--residual is not available with --history > 1")
+            if len(allowed) < h + 1:
+                raise ConfigError(f"--history {h} needs at least {h + 1} snapshots for training, "
+                                  f"{len(allowed)} are available")
         for split in splits:
-            if split == "train":
+            if h > 1:  # one step from the last h snapshots: (t, i, i + 1) for i = h-1, ...
+                last = allowed[-1] if split != "test" else n_times - 1
+                ij = [(i, i + 1) for i in range(h - 1, last)]
+                pairs = np.array([(t, i, j) for t in range(len(arrays[split])) for i, j in ij],
+                                 dtype=np.int64).reshape(-1, 3)
+            elif split == "train":
                 pairs = make_pairs(len(arrays[split]), allowed, options.pairs, options.include_zero)
             elif split == "val":
                 pairs = make_pairs(len(arrays[split]), allowed, "one-at-a-time", False)
             else:
                 pairs = make_pairs(len(arrays[split]), np.arange(n_times), "one-at-a-time", False)
-            datasets[split] = PairDataset(arrays[split], times, pairs, coords)
+            datasets[split] = PairDataset(arrays[split], times, pairs, coords, h)
         info = {"times": times.tolist(), "max_lead": float(times[allowed[-1]] - times[allowed[0]]),
-                "step": float(np.min(np.diff(times))), "key": key}
+                "step": float(np.min(np.diff(times))), "key": key, "history": h}
         return Bundle(datasets, normalizers, "periodic", grid, grid,
                       {"train": str(files["train"]), "test": str(files.get("test") or files["train"])}, info)
 
@@ -187,6 +207,17 @@ class TrajectoryTask(Task):
 
     def fit_model(self, model_cfg, bundle, explicit):
         cfg, notes = super().fit_model(model_cfg, bundle, explicit)
+        h = int(bundle.info.get("history", 1))
+        if h > 1:  # the FNO protocol: h snapshots in, the next one out, no lead time
+            if cfg.get("in_channels", 1) != h:
+                cfg["in_channels"] = h
+                notes.append(f"in_channels -> {h} (the last {h} snapshots are the input)")
+            if cfg.get("time_conditioning", "none") != "none":
+                if "time_conditioning" in explicit:
+                    raise ConfigError("--history > 1 steps by one snapshot: use --time-conditioning none")
+                cfg["time_conditioning"] = "none"
+                notes.append("time_conditioning -> none (--history steps by one snapshot)")
+            return cfg, notes
         if cfg.get("time_conditioning", "none") == "none":
             if "time_conditioning" in explicit:
                 raise ConfigError(f"--time-conditioning none: task {self.name} needs a lead-time conditioned model "

@@ -87,8 +87,12 @@ def rollout_file(model, *, data, mode="direct", step: Optional[float] = None, ti
         traj = traj[..., 0]
     file_times = np.asarray(src.coords.get("t", np.asarray(info["times"])[: traj.shape[1]]), dtype=np.float64)
     rel = file_times - file_times[0]
-    want = rel[1:] if times is None else np.asarray(times, dtype=np.float64)
-    pred = predictor.rollout(traj[:, 0], want, mode=mode, step=step)
+    h = int(info.get("history", 1))
+    want = rel[h:] if times is None else np.asarray(times, dtype=np.float64)
+    if h > 1:  # the FNO protocol: the first h snapshots in, the rest predicted one step at a time
+        pred = predictor.rollout(traj[:, :h], want - rel[h - 1], mode=mode, step=step)
+    else:
+        pred = predictor.rollout(traj[:, 0], want, mode=mode, step=step)
     truth_idx = [int(np.argmin(np.abs(rel - t))) if np.min(np.abs(rel - t)) < 1e-6 * max(1.0, t) else None
                  for t in want]
     errors = []

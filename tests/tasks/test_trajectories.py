@@ -115,3 +115,30 @@ def test_own_trajectories_with_other_keys_a_channel_axis_and_times_as_array_or_a
     b = task.load(DataConfig(keys=["q"], n_test=2, n_val=2), TrajectoryOptions(dt=0.25),
                   {"train": tmp_path / "mine.h5", "test": None})
     assert np.allclose(b.info["times"], 0.25 * np.arange(6))  # no 't': --dt times the index
+
+
+def test_history_protocol_steps_one_snapshot_from_the_last_h(ns_file, tmp_path):
+    """--history H (the FNO paper's protocol): input = H snapshots as channels, target = the next one; the rollout
+    feeds each prediction back into the window."""
+    b = get_task("ns").load(DataConfig(n_test=4, n_val=3), TrajectoryOptions(history=2),
+                            {"train": ns_file, "test": None})
+    tr = b.datasets["train"]
+    assert len(tr) == 13 * 3 and "lead_time" not in tr[0]  # i = 1, 2, 3 -> i + 1, for 13 trajectories
+    t, i, j = tr.pairs[0].tolist()
+    assert (i, j) == (1, 2)
+    assert torch.equal(tr[0]["input"], torch.cat((tr.traj[t, 0], tr.traj[t, 1]), dim=-1))
+    assert torch.equal(tr[0]["target"], tr.traj[t, 2])
+    out = tmp_path / "run"
+    assert main(["train", "ns-fno", "--data", str(ns_file), "--history", "2", "--n-test", "4", "--n-val", "2",
+                 "--epochs", "1", "--width", "8", "--out", str(out), "--no-progress"]) == 0
+    model = opformer.load(out / "checkpoints" / "best.ckpt")
+    assert model.artifact["model"]["in_channels"] == 2 and model.artifact["model"]["time_conditioning"] == "none"
+    traj = tr.traj[:2, ..., 0].numpy()
+    step = model.artifact["info"]["step"]
+    two = model.rollout(traj[:, :2], [step, 2 * step], mode="autoregressive")
+    first = model.predict(np.concatenate((traj[:, 0, ..., None], traj[:, 1, ..., None]), axis=-1))[..., 0]
+    np.testing.assert_allclose(two[:, 0], first, rtol=1e-6, atol=1e-6)
+    second = model.predict(np.concatenate((traj[:, 1, ..., None], first[..., None]), axis=-1))[..., 0]
+    np.testing.assert_allclose(two[:, 1], second, rtol=1e-5, atol=1e-6)
+    with pytest.raises(opformer.tasks.artifact.ConfigError, match="autoregressive"):
+        model.rollout(traj[:, :2], [step], mode="direct")
