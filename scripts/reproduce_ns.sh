@@ -35,4 +35,9 @@ for model in fno gt ft; do
     done
   done
 done
+# the FNO paper's protocol: the last H snapshots in, the next one out, recurrent (H = 10 on the full data)
+H=$([ "$MODE" = cpu ] && echo 4 || echo 10)
+opformer train ns-fno "${COMMON[@]}" "${EXTRA[@]}" --history "$H" --out "$OUT/fno-history$H"
+opformer rollout "$OUT/fno-history$H/checkpoints/best.ckpt" --data "$DATA" --mode autoregressive \
+    --out "$OUT/fno-history$H/rollout-autoregressive"
 python scripts/collect_rollouts.py "$OUT"
