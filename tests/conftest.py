@@ -42,3 +42,14 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def ns_file(data_dir):
+    """20 Navier-Stokes trajectories (the ns recipe) on 16 x 16, 5 snapshots on [0, 2]."""
+    from opformer.cli import main
+
+    path = data_dir / "ns.h5"
+    assert main(["data", "navier-stokes", "--samples", "20", "--resolution", "16", "--t-final", "2",
+                 "--snapshots", "4", "--out", str(path), "--workers", "1", "--no-progress"]) == 0
+    return path

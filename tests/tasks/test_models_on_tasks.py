@@ -16,22 +16,12 @@ from opformer.train.run import prepare_run
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
 
-@pytest.fixture(scope="module")
-def ns_small(tmp_path_factory):
-    from opformer.cli import main
-
-    path = tmp_path_factory.mktemp("ns-models") / "ns.h5"
-    assert main(["data", "navier-stokes", "--samples", "8", "--resolution", "16", "--t-final", "1",
-                 "--snapshots", "2", "--out", str(path), "--workers", "1", "--no-progress"]) == 0
-    return path
-
-
 @pytest.mark.parametrize("model", sorted(SCALABLE_2D))
 @pytest.mark.parametrize("task", ["darcy", "darcy-inverse", "ns"])
-def test_model_runs_on_task_and_round_trips(task, model, darcy_files, ns_small, tmp_path):
+def test_model_runs_on_task_and_round_trips(task, model, darcy_files, ns_file, tmp_path):
     torch.set_num_threads(1)
     if task == "ns":
-        over = {"data.path": str(ns_small), "n_test": 2, "n_val": 2}
+        over = {"data.path": str(ns_file), "n_test": 2, "n_val": 2}
     else:
         over = {"data.path": str(darcy_files[0]), "data.test_path": str(darcy_files[1]), "resolution": 15,
                 "n_val": 2}

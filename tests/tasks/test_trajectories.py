@@ -28,14 +28,6 @@ def test_all2all_has_k_squared_plus_k_over_two_pairs_per_trajectory(k):
     assert np.all(pairs[:, 1] < pairs[:, 2])
 
 
-@pytest.fixture(scope="module")
-def ns_file(tmp_path_factory):
-    path = tmp_path_factory.mktemp("ns") / "ns.h5"
-    assert main(["data", "navier-stokes", "--samples", "20", "--resolution", "16", "--t-final", "2",
-                 "--snapshots", "4", "--out", str(path), "--workers", "1", "--no-progress"]) == 0
-    return path
-
-
 def test_splits_are_by_trajectory_and_pairs_carry_their_lead_time(ns_file):
     task = get_task("ns")
     b = task.load(DataConfig(n_test=4, n_val=3), TrajectoryOptions(), {"train": ns_file, "test": None})
