@@ -91,11 +91,12 @@ class Predictor:
     kind of array (a channel axis of size 1 is dropped when the input had none).
     """
 
-    def __init__(self, operator: Operator, artifact: dict, task: Task, options):
+    def __init__(self, operator: Operator, artifact: dict, task: Task, options, run_config: Optional[dict] = None):
         self.operator = operator.eval()
         self.artifact = artifact
         self.task = task
         self.options = options
+        self.run_config = run_config  # the training run's config (checkpoints only): its data, for eval and rollout
 
     @property
     def grid(self) -> str:
@@ -288,9 +289,11 @@ def load(path: Union[str, os.PathLike], device: Optional[Union[str, torch.device
             state = load_file(weights)
         except (SafetensorError, OSError) as exc:
             raise LoadError(f"{weights}: not a readable safetensors file ({exc})") from None
+        run_config = None
     else:
         ck = read_checkpoint(path)
         artifact = _check_artifact(ck.get("opformer"), path)
+        run_config = ck.get("run_config")
         prefix = "operator."
         state = {k[len(prefix):]: v for k, v in ck.get("state_dict", {}).items() if k.startswith(prefix)}
     try:
@@ -298,7 +301,7 @@ def load(path: Union[str, os.PathLike], device: Optional[Union[str, torch.device
         operator.load_state_dict(state, strict=True)
     except (ConfigError, ValueError, RuntimeError, TypeError) as exc:
         raise LoadError(f"{path}: the weights do not fit the described model ({str(exc).splitlines()[0]})") from None
-    predictor = Predictor(operator, artifact, task, options)
+    predictor = Predictor(operator, artifact, task, options, run_config)
     if device is not None:
         predictor.to(device)
     return predictor

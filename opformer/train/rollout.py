@@ -76,7 +76,7 @@ def rollout_file(model, *, data, mode="direct", step: Optional[float] = None, ti
         raise ConfigError(f"{model}: the model of task {predictor.task.name} is not time-dependent")
     key = key or info.get("key") or predictor.artifact["keys"][0]
     src = open_source(data, (key,))
-    indices, which = _trajectories(Path(model), Path(data), src.n_samples)
+    indices, which = _trajectories(predictor.run_config, Path(data), src.n_samples)
     if samples is not None:
         indices = indices[: int(samples)]
     n = len(indices)
@@ -125,13 +125,11 @@ def rollout_file(model, *, data, mode="direct", step: Optional[float] = None, ti
     return metrics
 
 
-def _trajectories(model: Path, data: Path, n_file: int) -> tuple[np.ndarray, str]:
+def _trajectories(run: Optional[dict], data: Path, n_file: int) -> tuple[np.ndarray, str]:
     """The trajectories to roll out: the run's own test trajectories when ``data`` is the file the model was trained
-    on (so that no training trajectory is scored), else all of the file."""
+    on (``run``: the training run's config, so that no training trajectory is scored), else all of the file."""
     from ..data.datasets import make_splits
-    from ..tasks.artifact import read_checkpoint
 
-    run = read_checkpoint(model).get("run_config") if model.is_file() else None
     d = (run or {}).get("data") or {}
     if d.get("path") and not d.get("test_path") and Path(d["path"]).resolve() == data.resolve():
         split = make_splits(n_file, None, n_train=d.get("n_train"), n_val=d.get("n_val", 0.1),

@@ -375,7 +375,8 @@ def _fit(run, bundle, operator, artifact, notes, out: Path, ckpt_path, resume: b
     seconds = module.training_seconds()
     best_path = best_cb.best_model_path or str(ckdir / "last.ckpt")
     best_score = best_cb.best_model_score
-    module.load_state_dict(torch.load(best_path, map_location="cpu", weights_only=True)["state_dict"])
+    best = torch.load(best_path, map_location="cpu", weights_only=True)
+    module.load_state_dict(best["state_dict"])
     tester = _trainer(t, out, False, [], logger=False)
     result = _interruptible(tester, tester.test, module, datamodule=dm, verbose=False)
     test_err = float(result[0]["test_rel_l2"])
@@ -390,7 +391,7 @@ def _fit(run, bundle, operator, artifact, notes, out: Path, ckpt_path, resume: b
         ),
         "test_rel_l2": test_err,
         "epochs": int(trainer.current_epoch),
-        "best_epoch": _epoch_of(best_path),
+        "best_epoch": int(best["epoch"]) if "epoch" in best else None,
         "seconds": round(seconds, 2),
         "parameters": count_parameters(module.operator.model),
         "seed": t.seed,
@@ -433,13 +434,6 @@ def _keep_csv_history(logs: Path) -> None:
         os.replace(csv_path, logs / f"metrics-{k}.csv")
 
 
-def _epoch_of(path: str) -> Optional[int]:
-    try:
-        return int(torch.load(path, map_location="cpu", weights_only=True)["epoch"])
-    except Exception:  # noqa: BLE001 - informative only
-        return None
-
-
 def write_plots(predictor: Predictor, ds, out: Path, k: int, title: str, curves: bool = True) -> None:
     """The prediction plot of the first ``k`` samples of ``ds`` and (for a run directory) the training curves."""
     k = min(k, len(ds))
@@ -460,7 +454,7 @@ def write_plots(predictor: Predictor, ds, out: Path, k: int, title: str, curves:
         plot_curves(out / "plots" / "training_curves.png", lines, title.split(":")[0])
 
 
-def _test_set(predictor: Predictor, checkpoint: Path, data: Optional[str], keys, resolution: Optional[int]):
+def _test_set(predictor: Predictor, data: Optional[str], keys, resolution: Optional[int]):
     """The test dataset of an evaluation: every sample of ``data``, or the run's own test split."""
     from ..config import DataConfig
 
@@ -473,9 +467,7 @@ def _test_set(predictor: Predictor, checkpoint: Path, data: Optional[str], keys,
         bundle = task.load(dcfg, predictor.options, {"train": Path(data), "test": None}, splits=("test",),
                            normalizers=norms, test_all=True)
         return bundle, str(data)
-    run_cfg = None
-    if checkpoint.is_file():
-        run_cfg = _run_config_of(checkpoint)
+    run_cfg = predictor.run_config
     if run_cfg is None:
         raise ConfigError("give the data to evaluate on with --data FILE (this model does not name its run's data)")
     from ..config import check_section
@@ -489,12 +481,6 @@ def _test_set(predictor: Predictor, checkpoint: Path, data: Optional[str], keys,
     return bundle, str(files.get("test") or files["train"])
 
 
-def _run_config_of(checkpoint: Path) -> Optional[dict]:
-    from ..tasks.artifact import read_checkpoint
-
-    return read_checkpoint(checkpoint).get("run_config")
-
-
 def evaluate(checkpoint, *, data: Optional[str] = None, keys=None, resolution: Optional[int] = None, out=None,
              batch_size: int = 32, plot_samples: int = 4) -> dict:
     """Test error of a trained model on ``data`` (every sample is a test sample) or, without ``data``, on its run's
@@ -502,7 +488,7 @@ def evaluate(checkpoint, *, data: Optional[str] = None, keys=None, resolution: O
     checkpoint = Path(checkpoint)
     predictor = load(checkpoint)
     started = time.perf_counter()
-    bundle, source = _test_set(predictor, checkpoint, data, keys, resolution)
+    bundle, source = _test_set(predictor, data, keys, resolution)
     test = bundle.datasets["test"]
     _, errs = predictor.evaluate(test, batch_size)
     grid = "x".join(map(str, bundle.input_grid))
@@ -552,7 +538,7 @@ def predict(model, *, data: str, out, keys=None, resolution: Optional[int] = Non
     summary = {"model": str(model), "data": str(data), "n": 0}
     arrays: dict = {}
     if has_target:
-        bundle, _ = _test_set(predictor, Path(model), data, keys, resolution)
+        bundle, _ = _test_set(predictor, data, keys, resolution)
         preds, errs = predictor.evaluate(bundle.datasets["test"], batch_size)
         arrays = {"prediction": preds[..., 0] if preds.shape[-1] == 1 else preds, "rel_l2": errs}
         summary.update(n=len(errs), test_rel_l2=float(np.mean(errs)))
