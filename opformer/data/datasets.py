@@ -19,8 +19,8 @@ import torch
 from ..pde.errors import DataError
 from .readers import ArraySource
 
-__all__ = ["UnitGaussianNormalizer", "make_splits", "FieldDataset", "stride_for", "read_blocks", "sample_array",
-           "suspicious_samples"]
+__all__ = ["UnitGaussianNormalizer", "make_splits", "FieldDataset", "stride_for", "read_blocks", "SplitArrays",
+           "sample_array", "suspicious_samples"]
 
 _BLOCK = 32  # samples read and transformed at a time (bounds the memory of full-resolution arrays)
 
@@ -254,6 +254,26 @@ def read_blocks(src: ArraySource, indices: np.ndarray, transform: Callable[..., 
         for name, arr in transform(*(src.read(k, block) for k in src.keys)).items():
             parts.setdefault(name, []).append(arr)
     return {k: np.concatenate(v) for k, v in parts.items()}
+
+
+class SplitArrays:
+    """The transformed arrays of the requested splits: the test samples from the test source, the others from the
+    training source.  :meth:`train` gives the training split, reading it only when it was not requested (a
+    normalizer is always fitted on it, also when only the test split is built)."""
+
+    def __init__(self, train_src: ArraySource, test_src: ArraySource, indices: dict, splits, transform: Callable):
+        self._train_src, self._test_src, self._indices, self._transform = train_src, test_src, indices, transform
+        self.arrays = {split: self._read(split) for split in splits}
+
+    def _read(self, split: str) -> dict[str, np.ndarray]:
+        src = self._test_src if split == "test" else self._train_src
+        return read_blocks(src, self._indices[split], self._transform)
+
+    def __getitem__(self, split: str) -> dict[str, np.ndarray]:
+        return self.arrays[split]
+
+    def train(self) -> dict[str, np.ndarray]:
+        return self.arrays["train"] if "train" in self.arrays else self._read("train")
 
 
 def _f32(x) -> torch.Tensor:

@@ -12,7 +12,7 @@ import dataclasses
 import numpy as np
 
 from ..config import DataConfig, TrainConfig, opt
-from ..data.datasets import FieldDataset, UnitGaussianNormalizer, keys_pair, make_splits, read_blocks, sample_array, \
+from ..data.datasets import FieldDataset, SplitArrays, UnitGaussianNormalizer, keys_pair, make_splits, sample_array, \
     stride_for
 from ..data.readers import open_source
 from ..models.presets import ATTENTION_KINDS
@@ -99,12 +99,10 @@ class BurgersTask(Task):
             du = (np.roll(u, -1, axis=-1) - np.roll(u, 1, axis=-1)) * (n_fine / 2.0)  # unit period, h = 1/n_fine
             return {"input": a[:, ::s, None], "target": u[:, ::s, None], "target_grad": du[:, ::s, None]}
 
-        arrays = {split: read_blocks(test_src if split == "test" else train_src, idx[split], transform)
-                  for split in splits}
+        arrays = SplitArrays(train_src, test_src, idx, splits, transform)
         normalizers = dict(normalizers or {})
         if options.normalize_input and "input" not in normalizers:
-            tr = arrays["train"] if "train" in arrays else read_blocks(train_src, idx["train"], transform)
-            normalizers["input"] = UnitGaussianNormalizer.fit(tr["input"], kind="periodic", axes=[x])
+            normalizers["input"] = UnitGaussianNormalizer.fit(arrays.train()["input"], kind="periodic", axes=[x])
         datasets = {split: FieldDataset(arrays[split], {"coords": x[:, None]}) for split in splits}
         return Bundle(datasets, normalizers, "periodic", (len(x),), (len(x),),
                       {"train": str(files["train"]), "test": str(files.get("test") or files["train"])})

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..config import TrainConfig
-from ..data.datasets import FieldDataset, UnitGaussianNormalizer, read_blocks, sample_array, stride_for
+from ..data.datasets import FieldDataset, SplitArrays, UnitGaussianNormalizer, sample_array, stride_for
 from ..pde.errors import DataError
 from .base import Bundle, Operator, Task, grid_kind_of, register_task
 from .burgers import model_table, open_pair, split_indices
@@ -96,11 +96,10 @@ class DarcyTask(Task):
             return {"input": a[:, ::s, ::s, None], "target": u[:, ::s, ::s, None],
                     "target_grad": np.stack([dx[:, ::s, ::s], dy[:, ::s, ::s]], axis=-1)}
 
-        arrays = {split: read_blocks(test_src if split == "test" else train_src, idx[split], transform)
-                  for split in splits}
+        arrays = SplitArrays(train_src, test_src, idx, splits, transform)
         normalizers = dict(normalizers or {})
         if "input" not in normalizers or "target" not in normalizers:
-            tr = arrays["train"] if "train" in arrays else read_blocks(train_src, idx["train"], transform)
+            tr = arrays.train()
             for role in ("input", "target"):
                 normalizers.setdefault(role, UnitGaussianNormalizer.fit(tr[role], kind=kind, axes=[x[::s]] * 2))
         xs = x[::s]

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from ..config import opt
-from ..data.datasets import FieldDataset, UnitGaussianNormalizer, read_blocks, sample_array
+from ..data.datasets import FieldDataset, SplitArrays, UnitGaussianNormalizer, sample_array
 from ..pde.darcy import pool_nanmean
 from ..pde.errors import DataError
 from .base import Bundle, Task, register_task
@@ -56,12 +56,10 @@ class DarcyInverseTask(Task):
             a, u = sample_array(a, 2, keys[0], train_src.describe()), sample_array(u, 2, keys[1], train_src.describe())
             return {"input": u[:, ::s, ::s, None], "target": pool_nanmean(pool_nanmean(a, s), k)[..., None]}
 
-        arrays = {split: read_blocks(test_src if split == "test" else train_src, idx[split], transform)
-                  for split in splits}
+        arrays = SplitArrays(train_src, test_src, idx, splits, transform)
         normalizers = dict(normalizers or {})
         if "input" not in normalizers:
-            tr = arrays["train"] if "train" in arrays else read_blocks(train_src, idx["train"], transform)
-            normalizers["input"] = UnitGaussianNormalizer.fit(tr["input"], kind=kind, axes=[x[::s]] * 2)
+            normalizers["input"] = UnitGaussianNormalizer.fit(arrays.train()["input"], kind=kind, axes=[x[::s]] * 2)
         if options.noise > 0:
             norm = normalizers["input"]
             nf = arrays[splits[0]]["input"].shape[1]

@@ -23,7 +23,7 @@ import torch
 from torch import Tensor
 
 from ..config import ConfigError, opt
-from ..data.datasets import UnitGaussianNormalizer, make_splits, read_blocks, stride_for
+from ..data.datasets import SplitArrays, UnitGaussianNormalizer, make_splits, stride_for
 from ..data.readers import load_arrays, open_source
 from ..pde.errors import DataError
 from .base import Bundle, Operator, Task, grid_coords, register_task
@@ -161,11 +161,11 @@ class TrajectoryTask(Task):
                 w = w[..., 0]
             return {"traj": w[(slice(None), slice(None)) + spatial][..., None]}
 
-        arrays = {split: read_blocks(test_src if split == "test" else train_src, idx[split], transform)["traj"]
-                  for split in splits}
+        read = SplitArrays(train_src, test_src, idx, splits, transform)
+        arrays = {split: read[split]["traj"] for split in splits}
         normalizers = dict(normalizers or {})
         if "input" not in normalizers:
-            tr = arrays["train"] if "train" in arrays else read_blocks(train_src, idx["train"], transform)["traj"]
+            tr = read.train()["traj"]
             flat = tr.reshape(-1, *tr.shape[2:])
             normalizers["input"] = UnitGaussianNormalizer.fit(flat, per_point=False, kind="periodic")
             normalizers["target"] = UnitGaussianNormalizer.fit(flat, per_point=False, kind="periodic")
