@@ -268,7 +268,8 @@ def test_attention_dropout_is_off_in_eval_and_on_in_train():
 
 
 def test_reference_attention_dropout_switch_is_stochastic_even_in_eval():
-    """The ablation switch reproduces the reference's always-on p=0.5 dropout (facts sec. 1)."""
+    """The ablation switch reproduces the reference's always-on p=0.5 dropout (docs/models.md, the reference's
+    quirks)."""
     att = SimpleAttention(16, 2, "galerkin", pos_dim=1, reference_attn_dropout=True).eval()
     x, pos = torch.randn(2, 32, 16), torch.rand(2, 32, 1)
     assert not torch.equal(att(x, pos), att(x, pos))

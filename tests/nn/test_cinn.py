@@ -12,7 +12,8 @@ def _count(module):
 
 
 def test_parameter_counts_match_the_reference():
-    """ex2 (d=128): 82,044 + 147,456; ex3 (d=192): 186,048 + 331,776 (facts section 5)."""
+    """ex2 (d=128): 82,044 + 147,456; ex3 (d=192): 186,048 + 331,776 (the reference implementation's counts,
+    docs/models.md)."""
     assert _count(CiNNDownscaler2d(1, 128)) == 82_044
     assert _count(CiNNUpscaler2d(128)) == 147_456
     assert _count(CiNNDownscaler2d(1, 192)) == 186_048

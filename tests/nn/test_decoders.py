@@ -11,7 +11,8 @@ def _count(module):
 
 
 def test_parameter_counts_match_the_reference_decoders():
-    """ex1 spectral 230,593; ex2 spectral with coordinate lift 1,190,305; ex3 pointwise 74,689 (facts section 5)."""
+    """ex1 spectral 230,593; ex2 spectral with coordinate lift 1,190,305; ex3 pointwise 74,689 (the reference
+    implementation's counts, docs/models.md)."""
     assert _count(SpectralDecoder1d(96, 48, 1, modes=16, num_layers=2, ffn_width=48)) == 230_593
     assert _count(SpectralDecoder2d(128, 32, 1, modes=12, num_layers=2, ffn_width=128, coord_dim=2)) == 1_190_305
     assert _count(PointwiseDecoder(192, 192, 1, num_layers=1, coord_dim=2)) == 74_689

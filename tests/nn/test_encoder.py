@@ -20,7 +20,8 @@ def test_gradients_reach_every_parameter(kind, scheme):
 
 
 def test_ex1_layer_parameter_count_matches_reference():
-    """d=96, 1 head, pos_dim 1, ffn 192: QKV 27,936 + fc 9,408 + 2 LN 384 + FFN 37,152 = 74,880 (facts sec. 5)."""
+    """d=96, 1 head, pos_dim 1, ffn 192: QKV 27,936 + fc 9,408 + 2 LN 384 + FFN 37,152 = 74,880 (the reference's
+    count, docs/models.md)."""
     for scheme in ("galerkin", "regular"):
         layer = EncoderLayer(96, 1, "galerkin", 192, pos_dim=1, norm_scheme=scheme)
         assert sum(p.numel() for p in layer.parameters()) == 74_880
