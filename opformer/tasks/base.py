@@ -31,10 +31,14 @@ import torch
 from torch import Tensor, nn
 
 from ..config import ConfigError, DataConfig, TrainConfig, suggest
-from ..data.datasets import UnitGaussianNormalizer
+from ..data.datasets import UnitGaussianNormalizer, keys_pair, make_splits
+from ..data.readers import open_source
+from ..models.presets import ATTENTION_KINDS
+from ..pde.errors import DataError
 from .losses import rel_l2
 
-__all__ = ["Task", "Bundle", "Operator", "NoOptions", "register_task", "unregister_task", "get_task", "list_tasks", "grid_coords",
+__all__ = ["Task", "Bundle", "Operator", "NoOptions", "register_task", "unregister_task", "get_task", "open_pair",
+           "split_indices", "model_table", "list_tasks", "grid_coords",
            "cache_dir", "ensure_files", "grid_kind_of"]
 
 _TASKS: dict[str, "Task"] = {}
@@ -209,6 +213,50 @@ class Task:
                               f"got {x.shape}")
         coords = torch.as_tensor(grid_coords(grid, x.shape[1:-1]), dtype=torch.float32)[None]
         return torch.from_numpy(np.ascontiguousarray(x)), coords
+
+
+# --- helpers for task modules ------------------------------------------------------------------------------------------
+def model_table(experiment: str) -> dict:
+    """short name -> model preset name, for every attention kind, both norm schemes, and FNO."""
+    table = {}
+    for short in ATTENTION_KINDS:
+        table[short] = f"{experiment}-{short}"
+        table[f"{short}-regular"] = f"{experiment}-{short}-regular"
+    table["fno"] = f"{experiment}-fno"
+    return table
+
+
+def open_pair(data: DataConfig, default_keys, files: dict, dim: int):
+    """The training and test sources with their keys, checked to hold (samples, *grid[, 1]) arrays of one shape."""
+    keys = keys_pair(data.keys, default_keys)
+    train = open_source(files["train"], keys)
+    test = train if files.get("test") is None else open_source(files["test"], keys)
+    grid = None
+    for src in {id(train): train, id(test): test}.values():
+        shapes = []
+        for key in keys:
+            shape = src.shapes[key][1:]
+            if len(shape) == dim + 1 and shape[-1] == 1:
+                shape = shape[:-1]
+            if len(shape) != dim:
+                g = ", ".join(["n"] * dim)
+                raise DataError(f"{src.describe()}: key {key!r} expected shape (samples, {g}) or (samples, {g}, 1), "
+                                f"found {src.shapes[key]}")
+            shapes.append(shape)
+        if grid is None:
+            grid = shapes[0]
+        if any(s != grid for s in shapes):
+            raise DataError(f"{src.describe()}: keys {keys} must hold grids of one shape {grid}, found {shapes}")
+    return keys, train, test, grid
+
+
+def split_indices(data: DataConfig, train, test, test_all: bool) -> dict:
+    if test_all:
+        return {"test": np.arange(test.n_samples)}
+    separate = test is not train
+    return make_splits(train.n_samples, test.n_samples if separate else None, n_train=data.n_train,
+                       n_val=data.n_val, n_test=data.n_test,
+                       train_pool=data.train_pool, where=train.describe())
 
 
 # --- the registry ---------------------------------------------------------------------------------------------------------

@@ -15,8 +15,7 @@ import numpy as np
 from ..config import TrainConfig
 from ..data.datasets import FieldDataset, SplitArrays, UnitGaussianNormalizer, sample_array, stride_for
 from ..pde.errors import DataError
-from .base import Bundle, Operator, Task, grid_kind_of, register_task
-from .burgers import model_table, open_pair, split_indices
+from .base import Bundle, Operator, Task, grid_kind_of, model_table, open_pair, register_task, split_indices
 from .losses import effective_gamma, h1_seminorm_2d, rel_l2
 
 

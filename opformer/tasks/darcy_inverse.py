@@ -19,8 +19,7 @@ from ..config import opt
 from ..data.datasets import FieldDataset, SplitArrays, UnitGaussianNormalizer, sample_array
 from ..pde.darcy import pool_nanmean
 from ..pde.errors import DataError
-from .base import Bundle, Task, register_task
-from .burgers import model_table, split_indices
+from .base import Bundle, Task, model_table, register_task, split_indices
 from .darcy import SCALABLE_2D, DarcyTask, coords_2d, open_square
 
 

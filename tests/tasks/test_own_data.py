@@ -18,7 +18,7 @@ import opformer
 from opformer.cli import main
 from opformer.data.datasets import FieldDataset, read_blocks, sample_array, stride_for
 from opformer.tasks import Bundle, Task, register_task, unregister_task
-from opformer.tasks.burgers import open_pair, split_indices
+from opformer.tasks.base import open_pair, split_indices
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
