@@ -32,11 +32,20 @@ __all__ = [
     "estimate_memory_bytes",
     "grid_side",
     "DTYPES",
+    "set_tf32",
     "GRID_KINDS",
     "GRID_MODELS",
 ]
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float64": torch.float64}
+#: "tf32" is float32 storage with the TF32 matrix units allowed (CUDA; on a CPU it is plain float32)
+DTYPES = {"float32": torch.float32, "tf32": torch.float32, "bfloat16": torch.bfloat16, "float64": torch.float64}
+
+
+def set_tf32(dtype: str) -> None:
+    """Allow TF32 matrix products (cuBLAS and cuDNN) exactly when ``dtype`` is "tf32"."""
+    on = dtype == "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = on
+    torch.backends.cudnn.allow_tf32 = on
 
 #: attention kinds on a 2D grid of n = side^2 points
 GRID_KINDS = ("window", "patched")

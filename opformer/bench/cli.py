@@ -18,8 +18,9 @@ GRID_KIND_NAMES = ("window", "patched")
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch", type=int, default=4, help="batch size (default 4, the paper's Table 1)")
     p.add_argument("--device", default="cpu", help="cpu or cuda[:i] (default cpu)")
-    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"],
-                   help="parameter/activation dtype; bfloat16 keeps float32 accumulation in the attention sums")
+    p.add_argument("--dtype", default="float32", choices=["float32", "tf32", "bfloat16"],
+                   help="parameter/activation dtype; tf32: float32 with the TF32 matrix units allowed (CUDA); "
+                        "bfloat16 keeps float32 accumulation in the attention sums")
     p.add_argument("--compile", action="store_true", help="time torch.compile(module) (compilation is in warm-up)")
     p.add_argument("--repeats", type=int, default=5, help="timed forward+backward passes; the median is reported")
     p.add_argument("--warmup", type=int, default=1, help="untimed passes first (>= 1; the first measures memory)")
@@ -70,8 +71,8 @@ def _log(rec: dict) -> None:
         line += f"  {frac:.2f} of matmul"
     if model and model != rec["flops_fwd_bwd"] and frac_model:
         line += f" ({model / 1e9:.2f} GFLOP of the explicit layer: {frac_model:.2f} of matmul)"
-    if rec.get("matmul_gflops_fp32_interleaved"):
-        line += f"  [matmul {rec['matmul_gflops_fp32_interleaved']:.1f} GFLOP/s same run]"
+    if rec.get("matmul_gflops_interleaved"):
+        line += f"  [{rec.get('matmul_dtype', 'float32')} matmul {rec['matmul_gflops_interleaved']:.1f} GFLOP/s same run]"
     if rec.get("ratio_to_reference") is not None:
         line += f"  ref {rec['reference_seconds_fwd_bwd']:.4f} s, ours/ref {rec['ratio_to_reference']:.3f}"
     print(line + f"  load {rec['loadavg'][0] if rec.get('loadavg') else '?'}", flush=True)

@@ -22,7 +22,7 @@ from typing import Optional
 import torch
 
 from . import measure
-from .cases import DTYPES, build_case, estimate_memory_bytes
+from .cases import DTYPES, build_case, estimate_memory_bytes, set_tf32
 
 __all__ = ["run_case", "run_case_inprocess", "machine_with_rates"]
 
@@ -35,10 +35,13 @@ def machine_with_rates(device: str = "cpu", dtype: str = "float32", size: Option
     The rate is the median of 5 square ``size``^3 products (default 2048 on CPU, 4096 on CUDA), in GFLOP/s.
     """
     info = measure.machine_info(device)
+    set_tf32("float32")
     info["matmul_gflops_fp32"] = measure.matmul_rate(device, torch.float32, size=size) / 1e9
     info["matmul_size"] = size or measure.default_matmul_size(device)
     if dtype != "float32":
+        set_tf32(dtype)
         info[f"matmul_gflops_{dtype}"] = measure.matmul_rate(device, DTYPES[dtype], size=size) / 1e9
+        set_tf32("float32")
     return info
 
 
@@ -71,6 +74,7 @@ def run_case_inprocess(case: dict, machine: Optional[dict] = None) -> dict:
         torch.set_num_threads(int(case["threads"]))
     device = torch.device(case["device"])
     cuda = device.type == "cuda"
+    set_tf32(case["dtype"])
     try:
         gc.collect()
         if cuda:
@@ -114,7 +118,8 @@ def run_case_inprocess(case: dict, machine: Optional[dict] = None) -> dict:
         rec["flops_fwd_bwd"] = measure.count_flops(measure.fwd_bwd_step(module, *inputs))
         rec["flops_model_fwd_bwd"] = _model_flops(case, rec["flops_fwd_bwd"])
         # the case, the machine's matmul (and the reference), timed round-robin: the same load for all
-        mm, mm_flops = measure.matmul_step(device, torch.float32, case.get("matmul_size"))
+        # in the case's dtype (tf32: float32 with the TF32 units allowed), so the fraction compares like with like
+        mm, mm_flops = measure.matmul_step(device, DTYPES[case["dtype"]], case.get("matmul_size"))
         fns = {"case": step, "matmul": mm}
         if case.get("compare_reference"):
             ref_module, ref_inputs = build_case({**case, "impl": "reference"})
@@ -130,7 +135,10 @@ def run_case_inprocess(case: dict, machine: Optional[dict] = None) -> dict:
         rec["gflops_per_s"] = rec["flops_fwd_bwd"] / rec["seconds_fwd_bwd"] / 1e9
         rec["model_gflops_per_s"] = rec["flops_model_fwd_bwd"] / rec["seconds_fwd_bwd"] / 1e9
         rec["matmul_size_interleaved"] = round((mm_flops / 2) ** (1 / 3))
-        rec["matmul_gflops_fp32_interleaved"] = mm_flops / statistics.median(all_times["matmul"]) / 1e9
+        rec["matmul_dtype"] = case["dtype"]
+        rec["matmul_gflops_interleaved"] = mm_flops / statistics.median(all_times["matmul"]) / 1e9
+        if case["dtype"] == "float32":
+            rec["matmul_gflops_fp32_interleaved"] = rec["matmul_gflops_interleaved"]
         if "reference" in all_times:
             rec["reference_seconds_all"] = all_times["reference"]
             rec["reference_seconds_fwd_bwd"] = statistics.median(all_times["reference"])
@@ -163,7 +171,7 @@ def _attach_machine(rec: dict, machine: dict) -> None:
     rec["machine"] = machine
     rate = machine.get("matmul_gflops_fp32")
     rec["matmul_gflops_fp32"] = rate
-    rate = rec.get("matmul_gflops_fp32_interleaved") or rate
+    rate = rec.get("matmul_gflops_interleaved") or rate
     if rate and rec.get("gflops_per_s"):
         rec["fraction_of_matmul_rate"] = rec["gflops_per_s"] / rate
     if rate and rec.get("model_gflops_per_s"):

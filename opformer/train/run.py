@@ -22,7 +22,7 @@ import yaml
 from torch.utils.data import DataLoader, Dataset
 
 from .. import __version__
-from .callbacks import AtomicCheckpointIO, EpochShuffleSampler, FlushLoggersOnCheckpoint, atomic_write_text
+from .callbacks import AtomicCheckpointIO, EpochLine, EpochShuffleSampler, FlushLoggersOnCheckpoint, atomic_write_text
 from ..config import ConfigError
 from ..data.datasets import suspicious_samples
 from ..tasks.artifact import LoadError, Predictor, load, make_artifact, read_checkpoint
@@ -263,6 +263,8 @@ def _trainer(t, out: Path, progress: bool, callbacks: list, logger=True, **extra
     plugins = [AtomicCheckpointIO()]
     if progress:
         callbacks = callbacks + [L.pytorch.callbacks.TQDMProgressBar(refresh_rate=1)]
+    elif logger:
+        callbacks = callbacks + [EpochLine()]
     strategy = t.strategy
     if strategy == "ddp" and t.accelerator == "cpu":
         strategy = L.pytorch.strategies.DDPStrategy(process_group_backend="gloo")

@@ -1,0 +1,289 @@
+"""The paper's full-size runs side by side on one GPU, fitted to a time budget.
+
+Every run is an ``opformer train`` process, and they share the GPU: at the paper's batch sizes (4 and 8) each run
+is limited by kernel launches rather than by the card, so running them together uses the card far better than one
+after another.  The data are generated first on the CPUs (``opformer data prepare``), one group at a time, and a
+group's runs start as soon as its data are there.
+
+The epochs are fitted to the budget: every run starts with its preset's epochs (the paper's 100); once all groups
+run, each run's seconds per epoch are measured under the shared load over a few epochs, and a run that would not
+end in time restarts from scratch with the most epochs that fit (its one-cycle schedule then spans those epochs).
+The summary records the epochs each run had: a run with fewer than the paper's 100 is labelled so.
+
+    python scripts/gpu_tables.py start --budget-min 20 [--runs darcy141-gt ...] [--wait-for FILE]
+    python scripts/gpu_tables.py status            # one line per run: state, epoch, s/epoch, validation error
+    python scripts/gpu_tables.py collect DIR       # metrics, logs, plots and the trained models (save_pretrained)
+    python scripts/gpu_tables.py list              # the runs it knows
+
+``start`` returns at once: a supervisor process in its own session does the work and writes
+``runs/gpu/state.json`` (atomically) as it goes.  ``--wait-for FILE`` holds the training back (not the data
+generation) until FILE exists, so that a benchmark can have the GPU to itself first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shlex
+import signal
+import statistics
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+ROOT = Path("runs/gpu")
+STATE = ROOT / "state.json"
+
+#: name -> (data group, opformer train arguments); the paper's settings are the presets' defaults
+RUNS = {
+    "burgers2048-gt": ("burgers", ["burgers-gt", "--resolution", "2048"]),
+    "burgers2048-ft": ("burgers", ["burgers-ft", "--resolution", "2048"]),
+    "burgers8192-gt": ("burgers", ["burgers-gt", "--resolution", "8192"]),
+    "burgers8192-ft": ("burgers", ["burgers-ft", "--resolution", "8192"]),
+    "darcy141-gt": ("darcy", ["darcy-gt", "--resolution", "141", "--coarse-size", "43"]),
+    "darcy141-ft": ("darcy", ["darcy-ft-regular", "--resolution", "141", "--coarse-size", "43"]),
+    "darcy141-fno": ("darcy", ["darcy-fno", "--resolution", "141"]),
+    "inverse141-gt-e0.01": ("darcy", ["darcy-inverse-gt", "--noise", "0.01"]),
+    "inverse141-ft-e0.01": ("darcy", ["darcy-inverse-ft-regular", "--noise", "0.01"]),
+    "inverse141-fno-e0.01": ("darcy", ["darcy-inverse-fno", "--noise", "0.01"]),
+    "quick": ("quick", ["burgers-quick"]),  # the README's CPU demo: to try this script on any machine
+}
+GROUP_PRESETS = {"burgers": ["burgers-gt"], "darcy": ["darcy-gt"], "quick": ["burgers-quick"]}
+DEFAULT_RUNS = ["darcy141-gt", "darcy141-ft", "darcy141-fno", "inverse141-gt-e0.01", "inverse141-ft-e0.01",
+                "burgers2048-gt", "burgers2048-ft"]
+EPOCH_RE = re.compile(r"^epoch (\d+)/(\d+).*?([0-9.]+) s/epoch", re.M)
+
+
+def _write_state(state: dict) -> None:
+    tmp = STATE.with_suffix(".tmp")
+    tmp.write_text(json.dumps(state, indent=1))
+    os.replace(tmp, STATE)
+
+
+def _epochs_logged(name: str) -> list[tuple[int, int, float]]:
+    log = ROOT / f"{name}.log"
+    if not log.exists():
+        return []
+    return [(int(a), int(b), float(c)) for a, b, c in EPOCH_RE.findall(log.read_text(errors="replace"))]
+
+
+def _launch(name: str, epochs: int | None, args) -> subprocess.Popen:
+    cmd = ["opformer", "train", *RUNS[name][1], "--out", str(ROOT / name), "--no-progress", "--threads",
+           str(args.threads), "--accelerator", args.accelerator, "--overwrite", *shlex.split(args.extra)]
+    if epochs is not None:
+        cmd += ["--epochs", str(epochs)]
+    log = open(ROOT / f"{name}.log", "w")
+    log.write("$ " + " ".join(cmd) + "\n")
+    log.flush()
+    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+
+
+def supervise(args) -> None:
+    t_start = time.time()
+    deadline = t_start + 60 * args.budget_min
+    groups = []
+    for name in args.runs:
+        g = RUNS[name][0]
+        if g not in groups:
+            groups.append(g)
+    state = {"started": t_start, "deadline": deadline, "runs": {n: {"state": "waiting for data"} for n in args.runs},
+             "notes": []}
+    _write_state(state)
+    procs: dict[str, subprocess.Popen] = {}
+    t_all_launched = None
+    lines_at_all_launched: dict[str, int] = {}
+    fitted: set[str] = set()
+
+    def poll() -> None:
+        for n, p in list(procs.items()):
+            rc = p.poll()
+            logged = _epochs_logged(n)
+            run = state["runs"][n]
+            if logged:
+                run["epoch"], run["epochs"] = logged[-1][0], logged[-1][1]
+                run["s_per_epoch"] = statistics.median([e[2] for e in logged[1:]] or [logged[0][2]])
+            if rc is not None:
+                run["state"] = "done" if rc == 0 else f"failed (exit {rc})"
+                run["seconds"] = time.time() - run["t_launch"]
+                del procs[n]
+        _write_state(state)
+
+    for g in groups:
+        prep = subprocess.run(["opformer", "data", "prepare", *GROUP_PRESETS[g], "--workers", str(args.workers)],
+                              stdout=open(ROOT / f"data-{g}.log", "w"), stderr=subprocess.STDOUT)
+        if prep.returncode != 0:
+            state["notes"].append(f"data for {g} failed: see {ROOT}/data-{g}.log")
+            for n in args.runs:
+                if RUNS[n][0] == g:
+                    state["runs"][n]["state"] = "no data"
+            _write_state(state)
+            continue
+        while args.wait_for and not Path(args.wait_for).exists():
+            time.sleep(2)
+        for n in args.runs:
+            if RUNS[n][0] == g:
+                procs[n] = _launch(n, None, args)
+                state["runs"][n].update(state="running", t_launch=time.time(), restarts=0)
+        poll()
+    t_all_launched = time.time()
+    lines_at_all_launched = {n: len(_epochs_logged(n)) for n in procs}
+
+    while procs:
+        time.sleep(5)
+        poll()
+        for n, p in list(procs.items()):
+            if n in fitted:
+                continue
+            logged = _epochs_logged(n)
+            shared = logged[lines_at_all_launched.get(n, 0) + 1:]  # epochs wholly under the shared load
+            if len(shared) < args.probe_epochs:
+                continue
+            fitted.add(n)
+            spe = statistics.median(e[2] for e in shared)
+            done, total = logged[-1][0], logged[-1][1]
+            now = time.time()
+            if now + (total - done) * spe <= deadline:
+                continue
+            fit = int((deadline - now - args.restart_overhead) / spe * args.safety)
+            if fit >= done + (total - done) * 0.9 or fit < 3:
+                state["notes"].append(f"{n}: {total} epochs would not end in time ({spe:.1f} s/epoch); "
+                                      f"left running" if fit >= 3 else f"{n}: no time for 3 epochs; left running")
+                continue
+            p.send_signal(signal.SIGINT)
+            try:
+                p.wait(60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+            procs[n] = _launch(n, fit, args)
+            state["runs"][n].update(state="running", t_launch=time.time(), restarts=1, epochs=fit, epoch=0)
+            state["notes"].append(f"{n}: {spe:.1f} s/epoch under the shared load; restarted with {fit} epochs "
+                                  f"(of {total}) to end within the budget")
+            _write_state(state)
+    state["finished"] = time.time()
+    _write_state(state)
+    del t_all_launched
+
+
+def start(args) -> None:
+    ROOT.mkdir(parents=True, exist_ok=True)
+    unknown = [n for n in args.runs if n not in RUNS]
+    if unknown:
+        sys.exit(f"unknown run(s) {', '.join(unknown)}; known: {', '.join(RUNS)}")
+    cmd = [sys.executable, __file__, "_supervise", "--budget-min", str(args.budget_min), "--workers",
+           str(args.workers), "--threads", str(args.threads), "--probe-epochs", str(args.probe_epochs),
+           "--safety", str(args.safety), "--restart-overhead", str(args.restart_overhead), "--accelerator",
+           args.accelerator, "--extra=" + args.extra, "--runs", *args.runs]
+    if args.wait_for:
+        cmd += ["--wait-for", args.wait_for]
+    subprocess.Popen(cmd, stdout=open(ROOT / "supervisor.log", "w"), stderr=subprocess.STDOUT,
+                     start_new_session=True)
+    print(f"started: {len(args.runs)} runs, budget {args.budget_min} min; `python {__file__} status` to follow")
+
+
+def status(_args=None) -> None:
+    if not STATE.exists():
+        sys.exit(f"nothing started: {STATE} does not exist")
+    st = json.loads(STATE.read_text())
+    now = time.time()
+    print(f"elapsed {(now - st['started']) / 60:.1f} min, deadline in {(st['deadline'] - now) / 60:.1f} min"
+          + ("  (supervisor finished)" if st.get("finished") else ""))
+    for n, r in st["runs"].items():
+        m = ROOT / n / "metrics.json"
+        res = ""
+        if m.exists():
+            mm = json.loads(m.read_text())
+            res = f"test {mm.get('test_rel_l2', float('nan')):.4e} val {mm.get('val_rel_l2', float('nan')):.4e}"
+        last = _epochs_logged(n)
+        val = re.findall(r"val_rel_l2 ([0-9.e+-]+)", (ROOT / f"{n}.log").read_text()) if last else []
+        print(f"{n:24s} {r['state']:18s} epoch {r.get('epoch', 0)}/{r.get('epochs', '?')} "
+              f"{r.get('s_per_epoch', float('nan')):6.2f} s/epoch  val {val[-1] if val else '-':>10s}  {res}")
+    for note in st.get("notes", []):
+        print("note:", note)
+
+
+def collect(args) -> None:
+    """Small files only: per run its metrics, config, logs and plots, and the model as config.json +
+    model.safetensors (weights only); packed into at most ``--max-files`` tarballs under ``--max-mb`` each."""
+    import opformer
+
+    out = Path(args.dir)
+    out.mkdir(parents=True, exist_ok=True)
+    stage = ROOT / "_collect"
+    items: list[tuple[Path, str]] = []
+    for f in [STATE, ROOT / "supervisor.log", *ROOT.glob("*.log")]:
+        if f.exists():
+            items.append((f, f.name))
+    for run in sorted(p for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith("_")):
+        for f in [run / "metrics.json", run / "config.yaml", *run.glob("logs/metrics*.csv"), *run.glob("plots/*")]:
+            if f.is_file():
+                items.append((f, f"{run.name}/{f.relative_to(run)}"))
+        best = run / "checkpoints" / "best.ckpt"
+        if best.exists() and (run / "metrics.json").exists():
+            try:
+                d = opformer.load(best).save_pretrained(stage / run.name)
+                for f in d.iterdir():
+                    items.append((f, f"{run.name}/model/{f.name}"))
+            except Exception as exc:  # noqa: BLE001 - collect what can be collected
+                print(f"{run.name}: model not exported ({exc})")
+    limit = args.max_mb * 2**20
+    packs: list[list[tuple[Path, str]]] = [[]]
+    size = 0
+    for f, arc in sorted(items, key=lambda t: t[1]):
+        s = f.stat().st_size
+        if packs[-1] and size + s > limit:
+            packs.append([])
+            size = 0
+        packs[-1].append((f, arc))
+        size += s
+    for i, pack in enumerate(packs[: args.max_files]):
+        with tarfile.open(out / f"gpu-runs-{i}.tar.gz", "w:gz") as tf:
+            for f, arc in pack:
+                tf.add(f, arcname=arc)
+    if len(packs) > args.max_files:
+        print(f"{len(packs) - args.max_files} pack(s) left out (over --max-files)")
+    print(f"{sum(len(p) for p in packs)} files in {min(len(packs), args.max_files)} tarball(s) under {out}")
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    for name in ("start", "_supervise"):
+        p = sub.add_parser(name)
+        p.add_argument("--budget-min", type=float, default=20.0, help="minutes from now by which every run ends")
+        p.add_argument("--runs", nargs="+", default=DEFAULT_RUNS)
+        p.add_argument("--workers", type=int, default=max((os.cpu_count() or 2) - 2, 1),
+                       help="data generation processes")
+        p.add_argument("--threads", type=int, default=2, help="torch CPU threads per run")
+        p.add_argument("--probe-epochs", type=int, default=2, help="epochs timed under the shared load")
+        p.add_argument("--safety", type=float, default=0.85, help="fraction of the fitted epochs kept")
+        p.add_argument("--restart-overhead", type=float, default=45.0, help="seconds a restart costs")
+        p.add_argument("--wait-for", default=None, help="start training only once this file exists")
+        p.add_argument("--accelerator", default="gpu", help="opformer train --accelerator (gpu; cpu to try it)")
+        p.add_argument("--extra", default="", help="more opformer train arguments for every run, one string")
+    sub.add_parser("status")
+    sub.add_parser("list")
+    p = sub.add_parser("collect")
+    p.add_argument("dir")
+    p.add_argument("--max-mb", type=float, default=15.0)
+    p.add_argument("--max-files", type=int, default=7)
+    args = ap.parse_args(argv)
+    if args.cmd == "list":
+        for n, (g, a) in RUNS.items():
+            print(f"{n:24s} {g:8s} opformer train {' '.join(a)}")
+    elif args.cmd == "start":
+        start(args)
+    elif args.cmd == "_supervise":
+        ROOT.mkdir(parents=True, exist_ok=True)
+        supervise(args)
+    elif args.cmd == "status":
+        status()
+    else:
+        collect(args)
+
+
+if __name__ == "__main__":
+    main()
