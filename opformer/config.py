@@ -261,6 +261,9 @@ class TrainConfig:
     final_div_factor: float = opt(1.0e4, "final learning rate = initial / final_div_factor", above=0.0)
     weight_decay: float = opt(0.0, "Adam weight decay", min=0.0)
     grad_clip: float = opt(0.999, "gradient norm clip (0: none)", min=0.0)
+    divergence_retries: int = opt(
+        2, "times a non-finite loss restores the weights and optimizer of the epoch's start and halves the "
+           "learning rate (the rest of the schedule too) before training stops (0: stop at once)", min=0)
     gamma: float = opt(0.1, "weight of the H1-seminorm regularizer (0: plain relative L2 loss)", min=0.0)
     gamma_convention: Literal["reference", "plain"] = opt(
         "reference", "reference: weight sqrt(gamma*h) as the paper's code; plain: gamma")

@@ -1,11 +1,14 @@
-"""Which architecture scales best (the lecture's question): test error against the number of training samples for
-several models on one task, a log-log plot with fitted slopes, and a markdown table.
+"""Which architecture scales best (the lecture's question): test error against the number of training samples and
+against model size for several models on one task, log-log plots with fitted slopes, and markdown tables.
 
     python scripts/scaling_study.py --task darcy --data train.h5 --test-data test.h5 \
-        --models fno cno gt scot --samples 64 128 256 512 --epochs 20 --out runs/scaling
+        --models fno cno gt scot --samples 64 128 256 512 --epochs 20 --out runs/scaling \
+        --sizes fno:width=8,16,32 gt:d_model=32,64,128 --size-samples 256
 
-Every run is `opformer train TASK --model M --n-train N` with the same data, epochs and optimizer settings; the
-figure is OUT/scaling.png, the numbers OUT/scaling.json.  Runs that exist already are reused (delete to redo).
+Every run is `opformer train TASK --model M --n-train N [--FIELD V]` with the same data, epochs and optimizer
+settings.  The sample sweep uses each model's default size; the size sweep (``--sizes MODEL:FIELD=V1,V2,...``) runs
+at ``--size-samples`` training samples.  Figures: OUT/scaling.png and OUT/scaling_size.png; numbers:
+OUT/scaling.json.  Runs that exist already are reused (delete a run directory to redo it).
 """
 
 from __future__ import annotations
@@ -19,50 +22,95 @@ from pathlib import Path
 import numpy as np
 
 
+def _run(args, run: Path, model: str, n: int, extra: list[str]) -> dict:
+    if not (run / "metrics.json").exists():
+        cmd = [sys.executable, "-m", "opformer", "train", args.task, "--model", model, "--data", args.data,
+               "--n-train", str(n), "--epochs", str(args.epochs), "--out", str(run), "--no-progress", "--overwrite"]
+        if args.test_data:
+            cmd += ["--test-data", args.test_data]
+        cmd += [a for a in args.extra if a != "--"] + extra
+        print(" ".join(cmd), flush=True)
+        subprocess.run(cmd, check=True)
+    m = json.loads((run / "metrics.json").read_text())
+    return {"n_train": n, "test_rel_l2": m["test_rel_l2"], "parameters": m["parameters"], "seconds": m["seconds"]}
+
+
+def _slope(x, y) -> float | None:
+    return float(np.polyfit(np.log(x), np.log(y), 1)[0]) if len(x) > 1 else None
+
+
+def _parse_sizes(specs: list[str]) -> list[tuple[str, str, list[str]]]:
+    out = []
+    for spec in specs:
+        model, _, rest = spec.partition(":")
+        field, eq, values = rest.partition("=")
+        if not (model and field and eq and values):
+            raise SystemExit(f"--sizes: expected MODEL:FIELD=V1,V2,..., got {spec!r}")
+        out.append((model, field.replace("_", "-"), values.split(",")))
+    return out
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--task", default="darcy")
     p.add_argument("--data", required=True)
     p.add_argument("--test-data")
-    p.add_argument("--models", nargs="+", default=["fno", "cno", "gt", "scot"])
+    p.add_argument("--models", nargs="*", default=["fno", "cno", "gt", "scot"])
     p.add_argument("--samples", nargs="+", type=int, default=[64, 128, 256, 512])
+    p.add_argument("--sizes", nargs="*", default=[], metavar="MODEL:FIELD=V1,V2,...",
+                   help="model-size sweep, e.g. fno:width=8,16,32 (at --size-samples training samples)")
+    p.add_argument("--size-samples", type=int, default=256)
     p.add_argument("--epochs", type=int, default=20)
     p.add_argument("--out", default="runs/scaling")
     p.add_argument("extra", nargs=argparse.REMAINDER, help="more flags for opformer train (after --)")
     args = p.parse_args(argv)
+    sizes = _parse_sizes(args.sizes)
     out = Path(args.out)
     results: dict = {}
     for model in args.models:
         for n in args.samples:
-            run = out / f"{model}-{n}"
-            if not (run / "metrics.json").exists():
-                cmd = [sys.executable, "-m", "opformer", "train", args.task, "--model", model, "--data", args.data,
-                       "--n-train", str(n), "--epochs", str(args.epochs), "--out", str(run), "--no-progress",
-                       "--overwrite"]
-                if args.test_data:
-                    cmd += ["--test-data", args.test_data]
-                cmd += [a for a in args.extra if a != "--"]
-                print(" ".join(cmd), flush=True)
-                subprocess.run(cmd, check=True)
-            m = json.loads((run / "metrics.json").read_text())
-            results.setdefault(model, []).append({"n_train": n, "test_rel_l2": m["test_rel_l2"],
-                                                  "parameters": m["parameters"], "seconds": m["seconds"]})
-    slopes = {}
-    for model, rows in results.items():
-        x = np.log([r["n_train"] for r in rows])
-        y = np.log([r["test_rel_l2"] for r in rows])
-        slopes[model] = float(np.polyfit(x, y, 1)[0]) if len(rows) > 1 else None
-    (out / "scaling.json").write_text(json.dumps({"results": results, "slopes": slopes}, indent=2))
-    _plot(out / "scaling.png", results, slopes, args.task)
-    print("| model | parameters | " + " | ".join(f"n = {n}" for n in args.samples) + " | slope |")
-    print("|---|---|" + "---|" * len(args.samples) + "---|")
-    for model, rows in results.items():
-        cells = " | ".join(f"{r['test_rel_l2']:.3e}" for r in rows)
-        print(f"| {model} | {rows[0]['parameters']:,} | {cells} | {slopes[model]:.2f} |")
+            results.setdefault(model, []).append(_run(args, out / f"{model}-{n}", model, n, []))
+    by_size: dict = {}
+    for model, field, values in sizes:
+        for v in values:
+            row = _run(args, out / f"{model}-{n_tag(args.size_samples)}-{field}{v}", model, args.size_samples,
+                       [f"--{field}", v])
+            row["size"] = {field: v}
+            by_size.setdefault(model, []).append(row)
+    slopes = {m: _slope([r["n_train"] for r in rows], [r["test_rel_l2"] for r in rows]) for m, rows in results.items()}
+    size_slopes = {m: _slope([r["parameters"] for r in rows], [r["test_rel_l2"] for r in rows])
+                   for m, rows in by_size.items()}
+    (out / "scaling.json").write_text(json.dumps({"results": results, "slopes": slopes, "by_size": by_size,
+                                                  "size_slopes": size_slopes}, indent=2))
+    if results:
+        _plot(out / "scaling.png", results, slopes, args.task, "n_train", "training samples",
+              "error against training samples")
+        print("| model | parameters | " + " | ".join(f"n = {n}" for n in args.samples) + " | slope |")
+        print("|---|---|" + "---|" * len(args.samples) + "---|")
+        for model, rows in results.items():
+            cells = " | ".join(f"{r['test_rel_l2']:.3e}" for r in rows)
+            print(f"| {model} | {rows[0]['parameters']:,} | {cells} | {_fmt(slopes[model])} |")
+    if by_size:
+        _plot(out / "scaling_size.png", by_size, size_slopes, args.task, "parameters", "parameters",
+              f"error against model size ({args.size_samples} samples)")
+        print(f"\n| model | size field | parameters: test rel. L2 ({args.size_samples} samples) | slope |")
+        print("|---|---|---|---|")
+        for model, rows in by_size.items():
+            field = next(iter(rows[0]["size"]))
+            cells = ", ".join(f"{r['size'][field]} ({r['parameters']:,}): {r['test_rel_l2']:.3e}" for r in rows)
+            print(f"| {model} | {field} | {cells} | {_fmt(size_slopes[model])} |")
     return 0
 
 
-def _plot(path: Path, results: dict, slopes: dict, task: str) -> None:
+def n_tag(n: int) -> str:
+    return f"n{n}"
+
+
+def _fmt(v) -> str:
+    return "-" if v is None else f"{v:.2f}"
+
+
+def _plot(path: Path, results: dict, slopes: dict, task: str, key: str, xlabel: str, title: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -70,12 +118,12 @@ def _plot(path: Path, results: dict, slopes: dict, task: str) -> None:
 
     fig, ax = plt.subplots(figsize=(6, 4.2))
     for model, rows in results.items():
-        n = [r["n_train"] for r in rows]
+        x = [r[key] for r in rows]
         e = [r["test_rel_l2"] for r in rows]
-        ax.loglog(n, e, marker="o", label=f"{model} (slope {slopes[model]:.2f})")
-    ax.set_xlabel("training samples")
+        ax.loglog(x, e, marker="o", label=f"{model} (slope {_fmt(slopes[model])})")
+    ax.set_xlabel(xlabel)
     ax.set_ylabel("test relative L2")
-    ax.set_title(f"{task}: error against training samples")
+    ax.set_title(f"{task}: {title}")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
     fig.tight_layout()

@@ -1,4 +1,5 @@
-"""The ``opformer bench`` command: ``opformer bench attention ...`` and ``opformer bench model PRESET ...``.
+"""The ``opformer bench`` command: ``opformer bench attention ...``, ``opformer bench model PRESET ...`` and
+``opformer bench train PRESET ...`` (training overhead).
 
 ``register(subparsers)`` adds it to the top-level parser of ``opformer.cli``; each sub-command sets ``func``.
 """
@@ -207,6 +208,64 @@ def cmd_model(args) -> int:
     return _finish(records, args)
 
 
+def _case_spec(text: str) -> tuple[str, dict]:
+    """``PRESET`` or ``PRESET:FIELD=VALUE,FIELD=VALUE`` (the fields of ``opformer train PRESET --help``)."""
+    preset, _, rest = text.partition(":")
+    over = {}
+    for item in filter(None, rest.split(",")):
+        key, eq, val = item.partition("=")
+        if not eq:
+            raise ValueError(f"{text!r}: expected PRESET:FIELD=VALUE,..., got {item!r}")
+        key = key.strip().lstrip("-").replace("-", "_")
+        over[_TRAIN_ALIASES.get(key, key)] = val.strip()
+    return preset, over
+
+
+#: the named flags of opformer train and the config fields they set
+_TRAIN_ALIASES = {"data": "data.path", "test_data": "data.test_path", "keys": "data.keys"}
+
+
+def cmd_train(args) -> int:
+    import json
+
+    import torch
+
+    from ..config import ConfigError
+    from . import measure
+    from .train import train_overhead
+
+    try:
+        cases = [_case_spec(c) for c in args.cases]
+        shared = dict(_case_spec("x:" + ",".join(args.set))[1]) if args.set else {}
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    _threads(args)
+    print(f"# {measure.machine_info('cpu').get('cpu', '')}; torch {torch.__version__}, "
+          f"{torch.get_num_threads()} threads; load {measure.loadavg()}")
+    print("# overhead = epoch (training + validation + checkpoints) / (steps x bare optimizer step); goal <= 1.25")
+    records = []
+    for preset, over in cases:
+        try:
+            rec = train_overhead(preset, {**shared, **over}, epochs=args.epochs, repeats=args.repeats,
+                                 warmup=args.warmup)
+        except ConfigError as err:
+            print(f"error: {preset}: {err}", file=sys.stderr)
+            return 2
+        rec["machine"] = measure.machine_info("cpu")
+        rec["loadavg"] = measure.loadavg()
+        records.append(rec)
+        share = rec.get("model_step_seconds")
+        share = f"  network alone {share:.4f} s ({share / rec['bare_step_seconds']:.2f} of the step)" if share else ""
+        print(f"{preset:22s} grid {'x'.join(map(str, rec['grid'])):>9s} batch {rec['batch']:3d}  {rec['steps']:4d} steps  "
+              f"epoch {rec['epoch_seconds']:8.2f} s  bare step {rec['bare_step_seconds']:.4f} s{share}  "
+              f"overhead {rec['overhead']:.3f}x  load {rec['loadavg'][0]}", flush=True)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(records, fh, indent=1, default=str)
+    return 0
+
+
 def register(subparsers) -> argparse.ArgumentParser:
     """Add ``bench`` (with ``attention`` and ``model``) to an argparse sub-parsers object."""
     bench = subparsers.add_parser(
@@ -254,6 +313,20 @@ def register(subparsers) -> argparse.ArgumentParser:
                         "points side^2 for the 2D models (default 16384 = 128^2)")
     _common(m)
     m.set_defaults(func=cmd_model)
+
+    t = sub.add_parser("train", help="training overhead: an opformer train epoch against its bare optimizer steps",
+                       description="Time one epoch of the real trainer (training, validation, checkpoints) and "
+                       "the bare optimizer step on a batch in memory, and print their ratio (goal <= 1.25).")
+    t.add_argument("cases", nargs="+", metavar="PRESET[:FIELD=VALUE,...]",
+                   help="training presets, each with its own overrides, e.g. "
+                        "darcy-gt-cpu:data=d17.h5,n_train=900,n_val=50")
+    t.add_argument("--set", nargs="+", default=[], metavar="FIELD=VALUE", help="overrides for every case")
+    t.add_argument("--epochs", type=int, default=2, help="epochs run; the last one is timed (default 2)")
+    t.add_argument("--repeats", type=int, default=10, help="bare steps timed before and after the epochs each")
+    t.add_argument("--warmup", type=int, default=3)
+    t.add_argument("--threads", type=int, default=None, help="torch threads (default: the CPUs this process may use)")
+    t.add_argument("--json", metavar="FILE", help="write the records (a JSON list) here")
+    t.set_defaults(func=cmd_train)
     return bench
 
 

@@ -263,6 +263,8 @@ def _quiet_lightning() -> None:
     for name in ("lightning.pytorch", "lightning.fabric"):
         logging.getLogger(name).setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*")
+    # a step skipped after a non-finite loss is announced by our own note (train.divergence_retries)
+    warnings.filterwarnings("ignore", message=r"`training_step` returned `None`.*")
 
 
 def _keys(text):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 import random
 import time
@@ -39,6 +40,10 @@ class OperatorModule(L.LightningModule):
         self.elapsed_before = 0.0  # training seconds of earlier (interrupted) runs of this run directory
         self._fit_started = None
         self._val_sums: dict[str, list] = {}
+        self._good_state = None  # (weights, optimizer state, epoch) at the start of the epoch
+        self._retries_used = 0
+        self.lr_halvings = 0
+        self.divergence_log: list[str] = []
 
     def forward(self, batch: dict) -> Tensor:
         """Prediction in physical units."""
@@ -50,17 +55,65 @@ class OperatorModule(L.LightningModule):
         return pred, l2, reg
 
     # --- training ----------------------------------------------------------------------------------------------
-    def training_step(self, batch: dict, batch_idx: int) -> Tensor:
+    def on_train_epoch_start(self) -> None:
+        # the state a diverged step goes back to (host copies: the device keeps only the live state)
+        if self.train_cfg.divergence_retries > 0:
+            self._good_state = (
+                {k: v.detach().to("cpu", copy=True) for k, v in self.operator.state_dict().items()},
+                copy.deepcopy(_to_cpu(self.optimizers().optimizer.state_dict())),
+                self.current_epoch,
+            )
+
+    def _finite_everywhere(self, loss: Tensor) -> bool:
+        """Whether the loss is finite on every process (all ranks take the same branch)."""
+        ok = torch.isfinite(loss.detach()).to(torch.float32)
+        if self.trainer is not None and self.trainer.world_size > 1:
+            ok = self.trainer.strategy.reduce(ok, reduce_op="min")
+        return bool(ok > 0)
+
+    def _recover(self, loss: Tensor) -> bool:
+        """After a non-finite loss: go back to the state of the epoch's start with half the learning rate, while
+        retries are left (True: the step is skipped); False when none are left."""
+        if self._retries_used >= self.train_cfg.divergence_retries or self._good_state is None:
+            return False
+        self._retries_used += 1
+        weights, opt_state, epoch = self._good_state
+        self.operator.load_state_dict(weights)
+        opt = self.optimizers().optimizer
+        keys = ("lr", "max_lr", "initial_lr", "min_lr")
+        rates = [{k: g[k] for k in keys if k in g} for g in opt.param_groups]  # halvings so far included
+        opt.load_state_dict(opt_state)
+        for group, now in zip(opt.param_groups, rates):  # the one-cycle schedule keeps its position, at half rate
+            for key, value in now.items():
+                group[key] = value * 0.5
+        sched = self.lr_schedulers()
+        if sched is not None and hasattr(sched, "base_lrs"):
+            sched.base_lrs = [lr * 0.5 for lr in sched.base_lrs]
+        self.lr_halvings += 1
+        peak = opt.param_groups[0].get("max_lr", opt.param_groups[0]["lr"])
+        msg = (f"loss {loss.item()} at epoch {self.current_epoch} (step {self.global_step}): restored the state of "
+               f"the start of epoch {epoch} and halved the learning rate (peak now {peak:.3g}; retry "
+               f"{self._retries_used} of {self.train_cfg.divergence_retries})")
+        self.divergence_log.append(msg)
+        if self.trainer.is_global_zero:
+            print(f"note: {msg}", flush=True)
+        return True
+
+    def training_step(self, batch: dict, batch_idx: int) -> Optional[Tensor]:
         _, l2, reg = self._losses(batch)
         loss = (l2 + reg).mean()
-        if not torch.isfinite(loss):
+        if not self._finite_everywhere(loss):
+            if self._recover(loss):
+                return None  # Lightning skips this batch's backward and optimizer step
             last = self._last_finite
             where = f"epoch {self.current_epoch} (step {self.global_step})"
             prev = f"the last finite loss was {last[2]:.6g} at epoch {last[0]}, step {last[1]}" if last else (
                 "no finite loss was seen")
+            tried = (f" after {self._retries_used} restart(s) with a halved learning rate"
+                     if self._retries_used else "")
             raise DivergenceError(
-                f"training diverged at {where}: loss is {loss.item()}; {prev}. No checkpoint of the diverged state "
-                "was written; lower train.lr or check the data."
+                f"training diverged at {where}{tried}: loss is {loss.item()}; {prev}. No checkpoint of the diverged "
+                "state was written; lower train.lr or check the data."
             )
         self._last_finite = (self.current_epoch, self.global_step, float(loss.detach()))
         bs = l2.shape[0]
@@ -130,6 +183,8 @@ class OperatorModule(L.LightningModule):
         checkpoint["opformer"] = self.artifact
         checkpoint["run_config"] = self.run_cfg.raw
         checkpoint["training_seconds"] = self.training_seconds()
+        checkpoint["divergence"] = {"retries_used": self._retries_used, "lr_halvings": self.lr_halvings,
+                                    "log": list(self.divergence_log)}
         checkpoint["rng_states"] = {
             "torch": torch.get_rng_state(),
             "numpy": _np_state_to_plain(np.random.get_state()),
@@ -138,11 +193,26 @@ class OperatorModule(L.LightningModule):
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         self.elapsed_before = float(checkpoint.get("training_seconds", 0.0))
+        div = checkpoint.get("divergence") or {}
+        self._retries_used = int(div.get("retries_used", 0))
+        self.lr_halvings = int(div.get("lr_halvings", 0))
+        self.divergence_log = list(div.get("log", []))
         states = checkpoint.get("rng_states")
         if states:
             torch.set_rng_state(states["torch"])
             np.random.set_state(_np_state_from_plain(states["numpy"]))
             random.setstate(states["python"])
+
+
+def _to_cpu(obj):
+    """A copy of a (nested) optimizer state with its tensors on the host."""
+    if torch.is_tensor(obj):
+        return obj.detach().to("cpu", copy=True)
+    if isinstance(obj, dict):
+        return {k: _to_cpu(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_to_cpu(v) for v in obj)
+    return obj
 
 
 def _np_state_to_plain(state: tuple) -> tuple:

@@ -23,7 +23,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from .. import __version__
 from .callbacks import AtomicCheckpointIO, EpochLine, EpochShuffleSampler, FlushLoggersOnCheckpoint, atomic_write_text
-from ..config import ConfigError
+from ..config import ConfigError, TrainConfig
 from ..data.datasets import suspicious_samples
 from ..tasks.artifact import LoadError, Predictor, load, make_artifact, read_checkpoint
 from ..tasks.base import ensure_files
@@ -50,6 +50,8 @@ def _config_for_comparison(cfg: dict) -> dict:
     c = json.loads(json.dumps(cfg))
     for key in ("accelerator", "devices", "strategy", "num_nodes", "num_workers"):
         c["train"].pop(key, None)
+    # fields added in later versions: a run recorded without them had their default
+    c["train"].setdefault("divergence_retries", TrainConfig().divergence_retries)
     return c
 
 
@@ -395,6 +397,8 @@ def _fit(run, bundle, operator, artifact, notes, out: Path, ckpt_path, resume: b
         "epochs": int(trainer.current_epoch),
         "best_epoch": int(best["epoch"]) if "epoch" in best else None,
         "seconds": round(seconds, 2),
+        "lr_halvings": module.lr_halvings,  # non-finite losses recovered from (train.divergence_retries)
+        "divergence_notes": module.divergence_log,
         "parameters": count_parameters(module.operator.model),
         "seed": t.seed,
         "resolution": list(bundle.input_grid),

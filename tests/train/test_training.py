@@ -89,10 +89,44 @@ def test_divergence_stops_with_epoch_and_last_finite_loss(tiny_config, tmp_path,
 
     monkeypatch.setattr(M, "rel_l2", poisoned)
     with pytest.raises(DivergenceError, match=r"diverged at epoch 1 \(step 7\).*last finite loss was [0-9.]+ at epoch 1, step 6"):
-        train(_cfg(tiny_config), tmp_path / "run", progress=False)
+        train(_cfg(tiny_config, divergence_retries=0), tmp_path / "run", progress=False)
     for ck in (tmp_path / "run" / "checkpoints").glob("*.ckpt"):
         state = torch.load(ck, map_location="cpu", weights_only=True)["state_dict"]
         assert all(torch.isfinite(v).all() for v in state.values())
+
+
+def test_a_diverged_step_restores_the_epoch_start_and_halves_the_learning_rate(tiny_config, tmp_path, monkeypatch,
+                                                                              capsys):
+    """One non-finite loss (epoch 1, step 7): the weights and optimizer go back to the start of epoch 1, every rate
+    of the one-cycle schedule is halved, training completes, and the run records it.  A loss that stays non-finite
+    stops after the allowed retries."""
+    from opformer.tasks import burgers as M
+
+    real, calls = M.rel_l2, {"n": 0}
+
+    def once(pred, target):
+        calls["n"] += 1
+        out = real(pred, target)
+        return out * float("nan") if calls["n"] == 10 else out
+
+    monkeypatch.setattr(M, "rel_l2", once)
+    m = train(_cfg(tiny_config), tmp_path / "run", progress=False)
+    assert m["lr_halvings"] == 1 and "restored the state of the start of epoch 1" in m["divergence_notes"][0]
+    assert "halved the learning rate" in capsys.readouterr().out
+    ck = torch.load(tmp_path / "run" / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    group = ck["optimizer_states"][0]["param_groups"][0]
+    ref = train(_cfg(tiny_config, divergence_retries=0), tmp_path / "ref", progress=False)  # no NaN now: calls > 10
+    ref_group = torch.load(tmp_path / "ref" / "checkpoints" / "last.ckpt", map_location="cpu",
+                           weights_only=True)["optimizer_states"][0]["param_groups"][0]
+    assert ref["lr_halvings"] == 0
+    assert group["max_lr"] == pytest.approx(0.5 * ref_group["max_lr"], rel=1e-12)
+    assert group["initial_lr"] == pytest.approx(0.5 * ref_group["initial_lr"], rel=1e-12)
+    assert all(torch.isfinite(v).all() for v in ck["state_dict"].values())
+
+    calls["n"] = 0
+    monkeypatch.setattr(M, "rel_l2", lambda p, t: real(p, t) * float("nan"))
+    with pytest.raises(DivergenceError, match=r"after 2 restart\(s\) with a halved learning rate"):
+        train(_cfg(tiny_config, epochs=2), tmp_path / "bad", progress=False)
 
 
 def test_missing_or_wrong_problem_data_is_refused(tmp_path, capsys):

@@ -1,0 +1,139 @@
+"""Training overhead: the wall time of an ``opformer train`` epoch against the bare optimizer steps it contains.
+
+For a preset (with any ``--FIELD VALUE`` overrides), in one process:
+
+* **bare step**: one optimizer step on a batch already in memory: the operator (normalizers included) forward, the
+  task's loss (with its regularizer), backward, the gradient clip, Adam, ``zero_grad``.  The median of ``repeats``
+  after ``warmup`` steps.
+* **epoch**: the real trainer of ``opformer train`` (the same Lightning trainer, data module, loggers and the two
+  checkpoint callbacks writing into a temporary directory), timed from the start of a training epoch to its end,
+  which includes the epoch's validation and checkpoints.  The first epoch carries one-time costs (allocator warm-up,
+  first checkpoint); the figure is the last of ``epochs`` epochs.
+
+``overhead = epoch / (steps × bare step)``, where steps is the number of training batches of the epoch.  The bare
+steps are timed on the training batches' shape, before and after the epochs (the median of both), and the model's share is reported too: one forward + backward of
+the network alone (``operator.model``) on already normalized inputs.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Optional
+
+import torch
+
+__all__ = ["train_overhead"]
+
+
+class _EpochClock:
+    """Lightning callback: wall seconds of each training epoch (its validation and checkpoints included)."""
+
+    def __init__(self):
+        import lightning as L
+
+        outer = self
+
+        class _CB(L.Callback):
+            def on_train_epoch_start(self, trainer, pl_module):
+                outer._t0 = time.perf_counter()
+                outer._batches = 0
+
+            def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+                outer._batches += 1
+
+            def on_train_epoch_end(self, trainer, pl_module):
+                outer.epochs.append((time.perf_counter() - outer._t0, outer._batches))
+
+        self.epochs: list[tuple[float, int]] = []
+        self._t0 = 0.0
+        self._batches = 0
+        self.callback = _CB()
+
+
+def _time(fn, repeats: int, warmup: int) -> list[float]:
+    for _ in range(warmup):
+        fn()
+    out = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def train_overhead(preset: str, overrides: Optional[dict] = None, *, epochs: int = 2, repeats: int = 10,
+                   warmup: int = 3) -> dict:
+    """Measure the training overhead of ``preset`` (see the module docstring); returns a record (dict)."""
+    import lightning as L
+
+    from ..train.config import apply_overrides, load_preset
+    from ..train.module import OperatorModule
+    from ..train.cli import _quiet_lightning
+    from ..train.run import _DataModule, _trainer, prepare_run
+
+    cfg = load_preset(preset)
+    cfg, explicit = apply_overrides(cfg, {**(overrides or {}), "epochs": epochs, "accelerator": "cpu"})
+    run, bundle, operator, artifact, _notes = prepare_run(cfg, frozenset(explicit), progress=False)
+    t = run.train
+    rec = {"what": "train", "preset": preset, "overrides": dict(overrides or {}), "batch": t.batch_size,
+           "n_train": len(bundle.datasets["train"]), "n_val": len(bundle.datasets["val"]),
+           "grid": list(bundle.input_grid), "threads": torch.get_num_threads()}
+
+    # the bare step on one training batch of the same shape, timed before and after the epochs
+    ds = bundle.datasets["train"]
+    batch = torch.utils.data.default_collate([ds[i] for i in range(min(t.batch_size, len(ds)))])
+    op = operator.train()
+    opt = torch.optim.Adam(op.parameters(), lr=1e-12)  # a tiny lr: the timing does not depend on it
+
+    def bare():
+        opt.zero_grad(set_to_none=True)
+        pred = op(batch["input"], batch["coords"][:1], batch.get("lead_time"))
+        l2, reg = run.task.loss(pred, batch, t)
+        (l2 + reg).mean().backward()
+        if t.grad_clip:
+            torch.nn.utils.clip_grad_norm_(op.parameters(), t.grad_clip)
+        opt.step()
+
+    before = _time(bare, repeats, warmup)
+
+    # the network alone (no normalizers, loss or optimizer): its share of the bare step
+    coords = batch["coords"][:1]
+    with torch.no_grad():
+        norm = op.input_normalizer
+        x_in = batch["input"] if norm is None else norm.encode(batch["input"], coords)
+    model = op.model
+
+    def net():
+        model.zero_grad(set_to_none=True)
+        tau = batch.get("lead_time")
+        y = model(x_in, coords) if tau is None else model(x_in, coords, lead_time=tau)
+        y.float().pow(2).mean().backward()
+
+    # the real trainer, as opformer train builds it
+    module = OperatorModule(run, operator, artifact)
+    clock = _EpochClock()
+    with tempfile.TemporaryDirectory(prefix="opformer-bench-train-") as tmp:
+        out = Path(tmp)
+        ckdir = out / "checkpoints"
+        best_cb = L.pytorch.callbacks.ModelCheckpoint(ckdir, filename="best", monitor="val_rel_l2", mode="min",
+                                                      save_top_k=1, enable_version_counter=False)
+        last_cb = L.pytorch.callbacks.ModelCheckpoint(ckdir, filename="last", monitor=None, save_top_k=1,
+                                                      enable_version_counter=False)
+        _quiet_lightning()
+        trainer = _trainer(t, out, False, [best_cb, last_cb, clock.callback])
+        trainer.fit(module, datamodule=_DataModule(bundle.datasets, t))
+    epoch_s, steps = clock.epochs[-1]
+    rec.update(epoch_seconds=epoch_s, steps=steps, epoch_seconds_all=[e[0] for e in clock.epochs])
+
+    times = before + _time(bare, repeats, 1)
+    rec["bare_step_seconds"] = statistics.median(times)
+    rec["bare_step_seconds_all"] = times
+    try:
+        rec["model_step_seconds"] = statistics.median(_time(net, repeats, warmup))
+    except (TypeError, RuntimeError, AttributeError):  # a model with another calling convention: not reported
+        rec["model_step_seconds"] = None
+    rec["overhead"] = epoch_s / (steps * rec["bare_step_seconds"])
+    return rec
