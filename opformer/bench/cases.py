@@ -344,7 +344,8 @@ def estimate_memory_bytes(case: dict) -> int:
     """A deliberately generous estimate of the peak memory of one forward+backward of an attention case.
 
     Linear part: about (26 d_model + 4 d_ff) numbers per point and layer are kept for backward, plus a quarter
-    layer's worth of transients (calibrated on one galerkin layer, d_model 128, where it overestimates by ~1.3x).  Quadratic part (fourier, and softmax when its n x n matrix is built): the batch*heads*n*n
+    layer's worth of transients (calibrated on one galerkin layer, d_model 128, where it overestimates by ~1.3x);
+    the fused galerkin/linear paths keep far less: (8 d_model + 2 d_ff), about 1.5x their measured peak.  Quadratic part (fourier, and softmax when its n x n matrix is built): the batch*heads*n*n
     score matrix is saved per layer and two more such matrices live during backward; with ``chunk_size`` c only
     batch*heads*c*n numbers live at a time (each chunk is recomputed in backward).  Window: the linear part plus
     about 4 batch*heads*n*M^2 score-sized tensors per layer.  Patched: the softmax estimate on the tokens plus six
@@ -357,7 +358,10 @@ def estimate_memory_bytes(case: dict) -> int:
         tokens = {**case, "kind": "softmax", "n": case["tokens"], "compare_reference": False}
         return int(estimate_memory_bytes(tokens) + 6 * case["batch"] * case["n"] * case["d_model"] * e)
     b, n, d, h, L = case["batch"], case["n"], case["d_model"], case["n_heads"], case["layers"]
-    linear = b * n * (26 * d + 4 * case["dim_feedforward"]) * e * (L + 0.25)
+    per_point = 26 * d + 4 * case["dim_feedforward"]
+    if case["kind"] in ("galerkin", "linear") and case.get("fused", True) and case.get("impl") != "reference":
+        per_point = 8 * d + 2 * case["dim_feedforward"]  # the fused paths: measured 6 d + d_ff (4.0 KiB at d 128)
+    linear = b * n * per_point * e * (L + 0.25)
     quad = 0
     if case["kind"] == "window":  # per layer: scores, biased, masked and softmaxed M^2 per token and head
         quad = (4 * L + 2) * b * h * n * case["window_size"] ** 2 * e

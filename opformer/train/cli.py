@@ -265,6 +265,8 @@ def _quiet_lightning() -> None:
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*")
     # a step skipped after a non-finite loss is announced by our own note (train.divergence_retries)
     warnings.filterwarnings("ignore", message=r"`training_step` returned `None`.*")
+    # small data sets: fewer batches than the logging interval is expected, the epoch metrics are still logged
+    warnings.filterwarnings("ignore", message=r"The number of training batches \(\d+\) is smaller than the logging.*")
 
 
 def _keys(text):

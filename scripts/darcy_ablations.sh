@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Ablations of the paper's 2D attention models on small Darcy grids (CPU-reduced): what makes GT/FT lose to FNO2d
+# at 33^2?  Every run: the same 33^2 data (`opformer data darcy --samples 1124 --resolution 33`, an independent
+# 100-sample test file), 256 training and 50 validation samples, 20 epochs, batch 16, the preset's one-cycle Adam,
+# one torch thread, seed 1127802.  (Attention on the whole 33^2 grid, --coarse-size 33, costs about 5 s per
+# step of 16 samples here: 27 minutes a run; not in this list.)  Rows: a name and the flags that differ from the preset.
+#   DATA=d33.h5 TEST=d33_test.h5 bash scripts/darcy_ablations.sh     # then: python scripts/collect_results.py runs/ablations
+set -euo pipefail
+DATA=${DATA:-data/d33b.h5}
+TEST=${TEST:-data/d33_test.h5}
+OUT=${OUT:-runs/ablations}
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+COMMON=(--data "$DATA" --test-data "$TEST" --n-train 256 --n-val 50 --epochs 20 --batch-size 16 --eval-batch-size 16
+        --no-progress --threads "$OMP_NUM_THREADS" --overwrite)
+while IFS='|' read -r name preset flags; do
+  name=$(echo $name); [ -z "$name" ] && continue
+  [ -f "$OUT/$name/metrics.json" ] && continue
+  # shellcheck disable=SC2086
+  opformer train $preset "${COMMON[@]}" $flags --out "$OUT/$name" || echo "run $name failed"
+done <<'RUNS'
+gt-default          | darcy-gt         |
+gt-coarse17         | darcy-gt         | --coarse-size 17
+gt-no-h1            | darcy-gt         | --gamma 0
+gt-lr5e-4           | darcy-gt         | --lr 5e-4
+gt-d64              | darcy-gt         | --d-model 64 --dim-feedforward 128
+ft-default          | darcy-ft-regular |
+fno-default         | darcy-fno        |
+RUNS

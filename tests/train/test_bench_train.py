@@ -1,0 +1,31 @@
+"""`opformer bench train`: an epoch of the real trainer against its bare optimizer steps."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from opformer.cli import main
+
+
+def test_bench_train_times_an_epoch_against_its_steps(tiny_config, tmp_path, capsys, one_thread):
+    out = tmp_path / "overhead.json"
+    code = main(["bench", "train", str(tiny_config), f"{tiny_config}:n_train=16,batch_size=8", "--epochs", "2",
+                 "--repeats", "2", "--warmup", "1", "--threads", "1", "--json", str(out)])
+    assert code == 0
+    a, b = json.loads(out.read_text())
+    assert a["steps"] == 24 // 4 and b["steps"] == 16 // 8  # every training batch of the timed epoch is counted
+    assert a["n_train"] == 24 and b["n_train"] == 16 and b["batch"] == 8
+    for rec in (a, b):
+        assert len(rec["epoch_seconds_all"]) == 2 and rec["epoch_seconds"] == rec["epoch_seconds_all"][-1]
+        assert rec["bare_step_seconds"] > 0 and len(rec["bare_step_seconds_all"]) == 4  # before and after
+        assert rec["overhead"] == pytest.approx(rec["epoch_seconds"] / (rec["steps"] * rec["bare_step_seconds"]))
+        assert 0 < rec["model_step_seconds"]
+    text = capsys.readouterr().out
+    assert text.count("overhead") >= 3 and "goal <= 1.25" in text
+
+
+def test_bench_train_refuses_a_malformed_case(tiny_config, capsys):
+    assert main(["bench", "train", f"{tiny_config}:n_train"]) == 2
+    assert "expected PRESET:FIELD=VALUE" in capsys.readouterr().err
