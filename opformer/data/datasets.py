@@ -310,7 +310,8 @@ def suspicious_samples(datasets: dict, *, limit: float = 50.0, show: int = 10) -
     run: a target of zero norm (the relative L2 error ``||pred - u|| / ||u||`` divides by it), and an input or target
     far outside the training data, ``max_points |x - mean_c| / std_c > limit`` with the mean and standard deviation
     of channel ``c`` over the whole training split (a corrupted or mis-scaled sample).  Reads each split once, in
-    blocks of samples; datasets other than :class:`FieldDataset` (pairs drawn from trajectories) are skipped."""
+    blocks of samples; datasets of pairs drawn from trajectories (with a ``snapshots()`` method) are checked per
+    trajectory and snapshot instead."""
 
     def blocks(ds, name):  # (first index, float64 block (samples, points, channels))
         t = ds.tensors(name)
@@ -358,6 +359,54 @@ def suspicious_samples(datasets: dict, *, limit: float = 50.0, show: int = 10) -
                 lines.append(f"{split} split, {listed(far, n)}: the {name} lies far outside the training data "
                              f"(max |x - mean| / std = {worst:.3g} > {limit:g}, mean and std per channel over the "
                              "training split)")
+    return lines + _suspicious_snapshots(datasets, limit, show)
+
+
+def _suspicious_snapshots(datasets: dict, limit: float, show: int) -> list[str]:
+    """The same two checks for datasets of pairs drawn from trajectories: any object with ``snapshots()`` ->
+    (trajectories (traj, K+1, *grid, c) as a tensor, the (traj, snapshot) pairs used as targets).  A snapshot of
+    zero norm used as a target, and any snapshot far outside the training trajectories (mean and std per channel
+    over every snapshot of the training split), named by trajectory and snapshot."""
+    views = {k: ds.snapshots() for k, ds in datasets.items() if callable(getattr(ds, "snapshots", None)) and len(ds)}
+    if "train" not in views:
+        return []
+
+    def blocks(traj):  # (first trajectory, float64 block (traj, K+1, points, channels)), a few MB at a time
+        step = max(1, _BLOCK // max(1, traj.shape[1]))
+        for lo in range(0, traj.shape[0], step):
+            b = traj[lo : lo + step].double()
+            yield lo, b.reshape(b.shape[0], b.shape[1], -1, b.shape[-1] if b.dim() > 3 else 1)
+
+    count, s1, s2 = 0, 0.0, 0.0
+    for _, b in blocks(views["train"][0]):
+        count, s1, s2 = count + b.shape[0] * b.shape[1] * b.shape[2], s1 + b.sum((0, 1, 2)), s2 + (b * b).sum((0, 1, 2))
+    mean = s1 / count
+    std = (s2 / count - mean * mean).clamp_min(0).sqrt()
+
+    def named(pairs: list) -> str:
+        shown = ", ".join(f"trajectory {t} snapshot {k}" for t, k in pairs[:show])
+        return shown + (", ..." if len(pairs) > show else "")
+
+    lines = []
+    for split, (traj, targets) in views.items():
+        norms, far, worst = [], [], 0.0
+        for lo, u in blocks(traj):
+            norms.append(u.flatten(2).norm(dim=2))  # (traj, K+1)
+            dev = (u - mean).abs()
+            scaled = torch.where(std > 0, dev / std.clamp_min(torch.finfo(torch.float64).tiny),
+                                 torch.where(dev > 0, torch.inf, 0.0)).nan_to_num(nan=torch.inf)
+            per = scaled.flatten(2).amax(dim=2)
+            far += [(lo + int(t), int(k)) for t, k in torch.nonzero(per > limit)]
+            worst = max(worst, float(per.max()))
+        norms = torch.cat(norms)
+        zero = [(int(t), int(k)) for t, k in targets if norms[t, k] <= torch.finfo(torch.float32).tiny]
+        if zero:
+            lines.append(f"{split} split, {named(zero)}: the target snapshot has zero norm; the relative L2 loss "
+                         "divides by it (remove these trajectories or choose another loss)")
+        if far:
+            lines.append(f"{split} split, {named(far)}: the snapshot lies far outside the training trajectories "
+                         f"(max |x - mean| / std = {worst:.3g} > {limit:g}, mean and std per channel over the "
+                         "training split)")
     return lines
 
 

@@ -102,6 +102,12 @@ class PairDataset(torch.utils.data.Dataset):
     def tensors(self, name: str) -> Tensor:
         return torch.stack([self[k][name] for k in range(len(self))])
 
+    def snapshots(self) -> tuple[Tensor, list]:
+        """The stored trajectories and the distinct (trajectory, snapshot) pairs used as targets (for the data
+        checks of :func:`opformer.data.datasets.suspicious_samples`)."""
+        used = sorted({(int(t), int(j)) for t, _, j in self.pairs.tolist()})
+        return self.traj, used
+
 
 class TrajectoryOperator(Operator):
     """The operator of a time-dependent task: ``(u(t), coords, tau) -> u(t + tau)`` in physical units."""

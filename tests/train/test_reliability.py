@@ -435,6 +435,29 @@ def test_zero_norm_targets_and_far_outliers_are_named_by_split_and_sample():
     assert suspicious_samples({"train": data["train"], "val": FieldDataset({"input": x[40:], "target": y[40:]})}) == []
 
 
+def test_bad_snapshots_of_trajectory_data_are_named_by_trajectory_and_snapshot():
+    """Pairs drawn from trajectories: a zero snapshot used as a target and a wildly scaled snapshot are named by
+    split, trajectory and snapshot; a zero snapshot that is never a target is not reported; clean data gives none."""
+    from opformer.data.datasets import suspicious_samples
+    from opformer.tasks.trajectories import PairDataset
+
+    rng = np.random.default_rng(1)
+    traj = rng.normal(size=(12, 4, 8, 8, 1)).astype(np.float32)
+    times, coords = np.arange(4.0), np.zeros((8, 8, 2), np.float32)
+    pairs = lambda n: np.array([(t, i, j) for t in range(n) for i in range(4) for j in range(i + 1, 4)])  # noqa: E731
+    val = traj[8:].copy()
+    val[1, 2] = 0.0   # a target (j = 2 occurs)
+    val[2, 0] = 0.0   # snapshot 0 is only ever an input: no loss divides by it, and 0 is within the spread
+    val[3, 3, 4, 4, 0] = 1e4
+    data = {"train": PairDataset(traj[:8], times, pairs(8), coords), "val": PairDataset(val, times, pairs(4), coords)}
+    lines = suspicious_samples(data)
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("val split, trajectory 1 snapshot 2: the target snapshot has zero norm")
+    assert lines[1].startswith("val split, trajectory 3 snapshot 3: the snapshot lies far outside the training")
+    clean = {"train": data["train"], "val": PairDataset(traj[8:], times, pairs(4), coords)}
+    assert suspicious_samples(clean) == []
+
+
 def test_training_on_a_file_with_bad_samples_warns_once_per_finding(tiny_config, tmp_path, capsys):
     """A user's file with a zero target in the test split and a wildly scaled input in the validation split: the
     training prints one warning line for each, naming split and sample; the generated Burgers data prints none."""
