@@ -25,4 +25,8 @@ gt-lr5e-4           | darcy-gt         | --lr 5e-4
 gt-d64              | darcy-gt         | --d-model 64 --dim-feedforward 128
 ft-default          | darcy-ft-regular |
 fno-default         | darcy-fno        |
+gt-default-seed2    | darcy-gt         | --seed 2
+gt-default-seed3    | darcy-gt         | --seed 3
+fno-default-seed2   | darcy-fno        | --seed 2
+fno-default-seed3   | darcy-fno        | --seed 3
 RUNS
