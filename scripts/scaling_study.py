@@ -22,7 +22,9 @@ from pathlib import Path
 import numpy as np
 
 
-def _run(args, run: Path, model: str, n: int, extra: list[str]) -> dict:
+def _run(args, run: Path, model: str, n: int, extra: list[str]) -> dict | None:
+    if not (run / "metrics.json").exists() and args.collect:
+        return None
     if not (run / "metrics.json").exists():
         cmd = [sys.executable, "-m", "opformer", "train", args.task, "--model", model, "--data", args.data,
                "--n-train", str(n), "--epochs", str(args.epochs), "--out", str(run), "--no-progress", "--overwrite"]
@@ -62,6 +64,7 @@ def main(argv=None) -> int:
     p.add_argument("--size-samples", type=int, default=256)
     p.add_argument("--epochs", type=int, default=20)
     p.add_argument("--out", default="runs/scaling")
+    p.add_argument("--collect", action="store_true", help="train nothing: tables and plots of the finished runs")
     p.add_argument("extra", nargs=argparse.REMAINDER, help="more flags for opformer train (after --)")
     args = p.parse_args(argv)
     sizes = _parse_sizes(args.sizes)
@@ -69,14 +72,17 @@ def main(argv=None) -> int:
     results: dict = {}
     for model in args.models:
         for n in args.samples:
-            results.setdefault(model, []).append(_run(args, out / f"{model}-{n}", model, n, []))
+            row = _run(args, out / f"{model}-{n}", model, n, [])
+            if row is not None:
+                results.setdefault(model, []).append(row)
     by_size: dict = {}
     for model, field, values in sizes:
         for v in values:
             row = _run(args, out / f"{model}-{n_tag(args.size_samples)}-{field}{v}", model, args.size_samples,
                        [f"--{field}", v])
-            row["size"] = {field: v}
-            by_size.setdefault(model, []).append(row)
+            if row is not None:
+                row["size"] = {field: v}
+                by_size.setdefault(model, []).append(row)
     slopes = {m: _slope([r["n_train"] for r in rows], [r["test_rel_l2"] for r in rows]) for m, rows in results.items()}
     size_slopes = {m: _slope([r["parameters"] for r in rows], [r["test_rel_l2"] for r in rows])
                    for m, rows in by_size.items()}
@@ -88,7 +94,8 @@ def main(argv=None) -> int:
         print("| model | parameters | " + " | ".join(f"n = {n}" for n in args.samples) + " | slope |")
         print("|---|---|" + "---|" * len(args.samples) + "---|")
         for model, rows in results.items():
-            cells = " | ".join(f"{r['test_rel_l2']:.3e}" for r in rows)
+            got = {r["n_train"]: r for r in rows}
+            cells = " | ".join(f"{got[n]['test_rel_l2']:.3e}" if n in got else "-" for n in args.samples)
             print(f"| {model} | {rows[0]['parameters']:,} | {cells} | {_fmt(slopes[model])} |")
     if by_size:
         _plot(out / "scaling_size.png", by_size, size_slopes, args.task, "parameters", "parameters",
