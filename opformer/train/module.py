@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import collections
 import copy
 import math
+import statistics
 import random
 import time
 from typing import Any, Optional
@@ -42,6 +44,7 @@ class OperatorModule(L.LightningModule):
         self._val_sums: dict[str, list] = {}
         self._good_state = None  # (weights, optimizer state, epoch) at the start of the epoch
         self._retries_used = 0
+        self._recent: collections.deque = collections.deque(maxlen=50)  # the last finite step losses
         self.lr_halvings = 0
         self.divergence_log: list[str] = []
 
@@ -64,12 +67,20 @@ class OperatorModule(L.LightningModule):
                 self.current_epoch,
             )
 
-    def _finite_everywhere(self, loss: Tensor) -> bool:
-        """Whether the loss is finite on every process (all ranks take the same branch)."""
-        ok = torch.isfinite(loss.detach()).to(torch.float32)
+    def _blown_up(self, loss: Tensor) -> bool:
+        """A finite loss above ``divergence_factor`` times the median of the last 50 finite step losses (once 20 were
+        seen): the blow-up of a learning rate that is too high, before it turns into NaN."""
+        factor, hist = self.train_cfg.divergence_factor, self._recent
+        return bool(factor) and len(hist) >= 20 and float(loss.detach()) > factor * statistics.median(hist)
+
+    def _check(self, loss: Tensor) -> tuple[bool, bool]:
+        """(finite on every process, finite and not blown up on every process): all ranks take the same branch."""
+        finite = torch.isfinite(loss.detach()).to(torch.float32)
+        ok = finite.clone() if finite > 0 and not self._blown_up(loss) else torch.zeros_like(finite)
+        flags = torch.stack((finite, ok))
         if self.trainer is not None and self.trainer.world_size > 1:
-            ok = self.trainer.strategy.reduce(ok, reduce_op="min")
-        return bool(ok > 0)
+            flags = self.trainer.strategy.reduce(flags, reduce_op="min")
+        return bool(flags[0] > 0), bool(flags[1] > 0)
 
     def _recover(self, loss: Tensor) -> bool:
         """After a non-finite loss: go back to the state of the epoch's start with half the learning rate, while
@@ -91,7 +102,12 @@ class OperatorModule(L.LightningModule):
             sched.base_lrs = [lr * 0.5 for lr in sched.base_lrs]
         self.lr_halvings += 1
         peak = opt.param_groups[0].get("max_lr", opt.param_groups[0]["lr"])
-        msg = (f"loss {loss.item()} at epoch {self.current_epoch} (step {self.global_step}): restored the state of "
+        if torch.isfinite(loss.detach()):
+            head = (f"loss {loss.item():.4g} (over {self.train_cfg.divergence_factor:g}x the median "
+                    f"{statistics.median(self._recent):.3g} of the recent steps)")
+        else:
+            head = f"loss {loss.item()}"
+        msg = (f"{head} at epoch {self.current_epoch} (step {self.global_step}): restored the state of "
                f"the start of epoch {epoch} and halved the learning rate (peak now {peak:.3g}; retry "
                f"{self._retries_used} of {self.train_cfg.divergence_retries})")
         self.divergence_log.append(msg)
@@ -102,9 +118,10 @@ class OperatorModule(L.LightningModule):
     def training_step(self, batch: dict, batch_idx: int) -> Optional[Tensor]:
         _, l2, reg = self._losses(batch)
         loss = (l2 + reg).mean()
-        if not self._finite_everywhere(loss):
-            if self._recover(loss):
-                return None  # Lightning skips this batch's backward and optimizer step
+        finite, ok = self._check(loss)
+        if not ok and self._recover(loss):
+            return None  # Lightning skips this batch's backward and optimizer step
+        if not finite:
             last = self._last_finite
             where = f"epoch {self.current_epoch} (step {self.global_step})"
             prev = f"the last finite loss was {last[2]:.6g} at epoch {last[0]}, step {last[1]}" if last else (
@@ -116,6 +133,7 @@ class OperatorModule(L.LightningModule):
                 "state was written; lower train.lr or check the data."
             )
         self._last_finite = (self.current_epoch, self.global_step, float(loss.detach()))
+        self._recent.append(self._last_finite[2])
         bs = l2.shape[0]
         self.log("train_loss", loss, prog_bar=True, on_step=True, on_epoch=True, batch_size=bs, sync_dist=True)
         self.log("train_rel_l2", l2.mean(), on_step=False, on_epoch=True, batch_size=bs, sync_dist=True)

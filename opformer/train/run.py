@@ -51,7 +51,8 @@ def _config_for_comparison(cfg: dict) -> dict:
     for key in ("accelerator", "devices", "strategy", "num_nodes", "num_workers"):
         c["train"].pop(key, None)
     # fields added in later versions: a run recorded without them had their default
-    c["train"].setdefault("divergence_retries", TrainConfig().divergence_retries)
+    for key in ("divergence_retries", "divergence_factor"):
+        c["train"].setdefault(key, getattr(TrainConfig(), key))
     return c
 
 

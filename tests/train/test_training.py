@@ -123,6 +123,22 @@ def test_a_diverged_step_restores_the_epoch_start_and_halves_the_learning_rate(t
     assert group["initial_lr"] == pytest.approx(0.5 * ref_group["initial_lr"], rel=1e-12)
     assert all(torch.isfinite(v).all() for v in ck["state_dict"].values())
 
+    # a blow-up that stays finite (a step loss 1000x the recent median) is caught the same way
+    calls["n"] = 0
+
+    def spike(pred, target):
+        calls["n"] += 1
+        out = real(pred, target)
+        return out * 1000.0 if calls["n"] == 34 else out  # 8 calls per epoch: epoch 4, step 25 (25 steps seen)
+
+    monkeypatch.setattr(M, "rel_l2", spike)
+    m = train(_cfg(tiny_config, epochs=5), tmp_path / "spike", progress=False)
+    assert m["lr_halvings"] == 1 and "x the median" in m["divergence_notes"][0], m["divergence_notes"]
+    assert "at epoch 4 (step 25): restored the state of the start of epoch 4" in m["divergence_notes"][0]
+    calls["n"] = 0
+    m = train(_cfg(tiny_config, epochs=5, divergence_factor=0), tmp_path / "spike0", progress=False)
+    assert m["lr_halvings"] == 0  # the check can be switched off
+
     calls["n"] = 0
     monkeypatch.setattr(M, "rel_l2", lambda p, t: real(p, t) * float("nan"))
     with pytest.raises(DivergenceError, match=r"after 2 restart\(s\) with a halved learning rate"):
