@@ -45,6 +45,8 @@ class OperatorModule(L.LightningModule):
         self._good_state = None  # (weights, optimizer state, epoch) at the start of the epoch
         self._retries_used = 0
         self._recent: collections.deque = collections.deque(maxlen=50)  # the last finite step losses
+        self._epoch_losses: list[float] = []  # this epoch's finite step losses
+        self._best_epoch_loss: Optional[float] = None
         self.lr_halvings = 0
         self.divergence_log: list[str] = []
 
@@ -59,13 +61,36 @@ class OperatorModule(L.LightningModule):
 
     # --- training ----------------------------------------------------------------------------------------------
     def on_train_epoch_start(self) -> None:
-        # the state a diverged step goes back to (host copies: the device keeps only the live state)
+        # the state a diverged step goes back to (host copies: the device keeps only the live state), refreshed
+        # unless the epoch just finished was a blow-up
+        last, self._epoch_losses = self._epoch_losses, []
+        if last and self._blown_epoch(statistics.fmean(last)):
+            return
         if self.train_cfg.divergence_retries > 0:
             self._good_state = (
                 {k: v.detach().to("cpu", copy=True) for k, v in self.operator.state_dict().items()},
                 copy.deepcopy(_to_cpu(self.optimizers().optimizer.state_dict())),
                 self.current_epoch,
             )
+
+    def _blown_epoch(self, mean_loss: float) -> bool:
+        """An epoch whose mean training loss is above ``divergence_factor / 4`` (5 by default) times the best epoch's:
+        a blow-up that grew over several steps, too slowly for the per-step check."""
+        factor, best = self.train_cfg.divergence_factor / 4, self._best_epoch_loss
+        return bool(factor) and best is not None and mean_loss > factor * best
+
+    def on_train_epoch_end(self) -> None:
+        if not self._epoch_losses:
+            return
+        mean = statistics.fmean(self._epoch_losses)
+        if self.trainer is not None and self.trainer.world_size > 1:  # one decision for all ranks
+            mean = float(self.trainer.strategy.reduce(torch.tensor(mean, device=self.device), reduce_op="mean"))
+        if self._blown_epoch(mean):
+            best = self._best_epoch_loss
+            self._recover(torch.tensor(mean), f"the mean training loss of epoch {self.current_epoch}, {mean:.4g}, is over "
+                          f"{self.train_cfg.divergence_factor / 4:g}x the best epoch's {best:.3g}")
+        elif self._best_epoch_loss is None or mean < self._best_epoch_loss:
+            self._best_epoch_loss = mean
 
     def _blown_up(self, loss: Tensor) -> bool:
         """A finite loss above ``divergence_factor`` times the median of the last 50 finite step losses (once 20 were
@@ -82,9 +107,10 @@ class OperatorModule(L.LightningModule):
             flags = self.trainer.strategy.reduce(flags, reduce_op="min")
         return bool(flags[0] > 0), bool(flags[1] > 0)
 
-    def _recover(self, loss: Tensor) -> bool:
-        """After a non-finite loss: go back to the state of the epoch's start with half the learning rate, while
-        retries are left (True: the step is skipped); False when none are left."""
+    def _recover(self, loss: Tensor, why: Optional[str] = None) -> bool:
+        """After a non-finite or blown-up loss (``why`` says which when given): go back to the last good state (that
+        of the start of the last epoch that did not blow up) with half the learning rate, while retries are left
+        (True); False when none are left."""
         if self._retries_used >= self.train_cfg.divergence_retries or self._good_state is None:
             return False
         self._retries_used += 1
@@ -102,7 +128,9 @@ class OperatorModule(L.LightningModule):
             sched.base_lrs = [lr * 0.5 for lr in sched.base_lrs]
         self.lr_halvings += 1
         peak = opt.param_groups[0].get("max_lr", opt.param_groups[0]["lr"])
-        if torch.isfinite(loss.detach()):
+        if why is not None:
+            head = why
+        elif torch.isfinite(loss.detach()):
             head = (f"loss {loss.item():.4g} (over {self.train_cfg.divergence_factor:g}x the median "
                     f"{statistics.median(self._recent):.3g} of the recent steps)")
         else:
@@ -134,6 +162,7 @@ class OperatorModule(L.LightningModule):
             )
         self._last_finite = (self.current_epoch, self.global_step, float(loss.detach()))
         self._recent.append(self._last_finite[2])
+        self._epoch_losses.append(self._last_finite[2])
         bs = l2.shape[0]
         self.log("train_loss", loss, prog_bar=True, on_step=True, on_epoch=True, batch_size=bs, sync_dist=True)
         self.log("train_rel_l2", l2.mean(), on_step=False, on_epoch=True, batch_size=bs, sync_dist=True)

@@ -139,6 +139,20 @@ def test_a_diverged_step_restores_the_epoch_start_and_halves_the_learning_rate(t
     m = train(_cfg(tiny_config, epochs=5, divergence_factor=0), tmp_path / "spike0", progress=False)
     assert m["lr_halvings"] == 0  # the check can be switched off
 
+    # a slower blow-up: every step of epoch 3 at 8x (under the step factor 20, over the epoch factor 5 of the best)
+    calls["n"] = 0
+
+    def slow(pred, target):
+        calls["n"] += 1
+        out = real(pred, target)
+        return out * 8.0 if 25 <= calls["n"] <= 30 else out  # calls 25-30: the six training steps of epoch 3
+
+    monkeypatch.setattr(M, "rel_l2", slow)
+    m = train(_cfg(tiny_config, epochs=5), tmp_path / "slow", progress=False)
+    assert m["lr_halvings"] == 1, m["divergence_notes"]
+    assert m["divergence_notes"][0].startswith("the mean training loss of epoch 3")
+    assert "restored the state of the start of epoch 3" in m["divergence_notes"][0]
+
     calls["n"] = 0
     monkeypatch.setattr(M, "rel_l2", lambda p, t: real(p, t) * float("nan"))
     with pytest.raises(DivergenceError, match=r"after 2 restart\(s\) with a halved learning rate"):
