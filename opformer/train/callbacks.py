@@ -59,11 +59,13 @@ class EpochLine(L.Callback):
         self._t0 = time.perf_counter()
 
     def on_train_epoch_end(self, trainer, pl_module) -> None:  # after the epoch's validation
-        if self._t0 is None or not trainer.is_global_zero:
+        if self._t0 is None:
             return
         dt = time.perf_counter() - self._t0
-        m = trainer.callback_metrics
+        m = trainer.callback_metrics  # on every rank: reading a metric logged with sync_dist is a collective
         vals = "".join(f"  {k} {float(m[k]):.4e}" for k in ("train_rel_l2", "val_rel_l2") if k in m)
+        if not trainer.is_global_zero:
+            return
         left = max(trainer.max_epochs - trainer.current_epoch - 1, 0)
         print(f"epoch {trainer.current_epoch + 1}/{trainer.max_epochs}{vals}  {dt:.2f} s/epoch  "
               f"eta {left * dt / 60:.1f} min", flush=True)
