@@ -55,7 +55,7 @@ RUNS = {
 GROUP_PRESETS = {"burgers": ["burgers-gt"], "darcy": ["darcy-gt"], "quick": ["burgers-quick"]}
 DEFAULT_RUNS = ["darcy141-gt", "darcy141-ft", "darcy141-fno", "inverse141-gt-e0.01", "inverse141-ft-e0.01",
                 "burgers2048-gt", "burgers2048-ft"]
-EPOCH_RE = re.compile(r"^epoch (\d+)/(\d+).*?([0-9.]+) s/epoch", re.M)
+EPOCH_RE = re.compile(r"^epoch \d+ \[(\d+)/(\d+)\].*?([0-9.]+) s/epoch", re.M)
 
 
 def _write_state(state: dict) -> None:

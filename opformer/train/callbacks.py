@@ -49,7 +49,8 @@ class FlushLoggersOnCheckpoint(L.Callback):
 
 class EpochLine(L.Callback):
     """One line per epoch on stdout (rank zero) when the progress bar is off, for logs of long or background runs:
-    ``epoch 3/100  train_rel_l2 1.2e-02  val_rel_l2 3.4e-02  12.3 s/epoch  eta 19.9 min``; the seconds per epoch
+    ``epoch 2 [3/100]  train_rel_l2 1.2e-02  val_rel_l2 3.4e-02  12.3 s/epoch  eta 19.9 min`` (the epoch's index from
+    0, as everywhere else, and the progress); the seconds per epoch
     count from the start of the epoch to the end of its validation."""
 
     def __init__(self):
@@ -67,8 +68,9 @@ class EpochLine(L.Callback):
         if not trainer.is_global_zero:
             return
         left = max(trainer.max_epochs - trainer.current_epoch - 1, 0)
-        print(f"epoch {trainer.current_epoch + 1}/{trainer.max_epochs}{vals}  {dt:.2f} s/epoch  "
-              f"eta {left * dt / 60:.1f} min", flush=True)
+        # the epoch index counts from 0, as in metrics.csv, metrics.json and the notes; [done/total] is the progress
+        print(f"epoch {trainer.current_epoch} [{trainer.current_epoch + 1}/{trainer.max_epochs}]{vals}  {dt:.2f} "
+              f"s/epoch  eta {left * dt / 60:.1f} min", flush=True)
 
 
 def atomic_write_text(path, text: str) -> None:
