@@ -50,6 +50,13 @@ class OperatorModule(L.LightningModule):
         self.lr_halvings = 0
         self.divergence_log: list[str] = []
 
+    def transfer_batch_to_device(self, batch: Any, device: torch.device, dataloader_idx: int) -> Any:
+        """Lightning's generic transfer walks the batch recursively at every step; a batch of tensors already on
+        the device (training on the CPU) is returned as it is."""
+        if isinstance(batch, dict) and all(not torch.is_tensor(v) or v.device == device for v in batch.values()):
+            return batch
+        return super().transfer_batch_to_device(batch, device, dataloader_idx)
+
     def forward(self, batch: dict) -> Tensor:
         """Prediction in physical units."""
         return self.operator(batch["input"], batch["coords"][:1], batch.get("lead_time"))
