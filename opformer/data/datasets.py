@@ -10,6 +10,7 @@ Grids are channels-last: one sample is ``(*grid, channels)``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Optional, Union
 
@@ -305,6 +306,28 @@ class FieldDataset(torch.utils.data.Dataset):
         return self._items[name]
 
 
+_ZERO_NORM = torch.finfo(torch.float32).tiny  # a target with a norm at or below this is a zero target
+
+
+def _channel_stats(blocks) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean and standard deviation per channel (the last axis) over float64 blocks of samples."""
+    count, s1, s2 = 0, 0.0, 0.0
+    for b in blocks:
+        dims = tuple(range(b.dim() - 1))
+        count, s1, s2 = count + math.prod(b.shape[:-1]), s1 + b.sum(dims), s2 + (b * b).sum(dims)
+    mean = s1 / count
+    return mean, (s2 / count - mean * mean).clamp_min(0).sqrt()
+
+
+def _max_scaled_deviation(b: torch.Tensor, mean: torch.Tensor, std: torch.Tensor, start: int) -> torch.Tensor:
+    """``max |x - mean_c| / std_c`` over the axes of ``b`` from ``start`` on (a channel of zero spread: infinite
+    where x differs from its mean)."""
+    dev = (b - mean).abs()
+    scaled = torch.where(std > 0, dev / std.clamp_min(torch.finfo(torch.float64).tiny),
+                         torch.where(dev > 0, torch.inf, 0.0)).nan_to_num(nan=torch.inf)
+    return scaled.flatten(start).amax(dim=start)
+
+
 def suspicious_samples(datasets: dict, *, limit: float = 50.0, show: int = 10) -> list[str]:
     """One line per split and finding, naming the samples (positions within the split) that would silently spoil a
     run: a target of zero norm (the relative L2 error ``||pred - u|| / ||u||`` divides by it), and an input or target
@@ -322,14 +345,9 @@ def suspicious_samples(datasets: dict, *, limit: float = 50.0, show: int = 10) -
     def has(ds, name):
         return isinstance(ds, FieldDataset) and name in ds._items and len(ds) > 0
 
-    train, stats = datasets.get("train"), {}
-    for name in ("input", "target"):
-        if has(train, name):
-            count, s1, s2 = 0, 0.0, 0.0
-            for _, b in blocks(train, name):
-                count, s1, s2 = count + b.shape[0] * b.shape[1], s1 + b.sum((0, 1)), s2 + (b * b).sum((0, 1))
-            mean = s1 / count
-            stats[name] = (mean, (s2 / count - mean * mean).clamp_min(0).sqrt())
+    train = datasets.get("train")
+    stats = {name: _channel_stats(b for _, b in blocks(train, name)) for name in ("input", "target")
+             if has(train, name)}
 
     def listed(idx: list, n: int) -> str:
         return "samples " + ", ".join(map(str, idx[:show])) + (", ..." if len(idx) > show else "") + f" ({len(idx)} of {n})"
@@ -339,7 +357,7 @@ def suspicious_samples(datasets: dict, *, limit: float = 50.0, show: int = 10) -
         n = len(ds) if isinstance(ds, FieldDataset) else 0
         if has(ds, "target"):
             zero = [lo + int(i) for lo, b in blocks(ds, "target")
-                    for i in torch.nonzero(b.flatten(1).norm(dim=1) <= torch.finfo(torch.float32).tiny).flatten()]
+                    for i in torch.nonzero(b.flatten(1).norm(dim=1) <= _ZERO_NORM).flatten()]
             if zero:
                 lines.append(f"{split} split, {listed(zero, n)}: the target has zero norm; the relative L2 loss "
                              "divides by it (remove these samples or choose another loss)")
@@ -348,10 +366,7 @@ def suspicious_samples(datasets: dict, *, limit: float = 50.0, show: int = 10) -
                 continue
             far, worst = [], 0.0
             for lo, b in blocks(ds, name):
-                dev = (b - mean).abs()
-                scaled = torch.where(std > 0, dev / std.clamp_min(torch.finfo(torch.float64).tiny),
-                                     torch.where(dev > 0, torch.inf, 0.0)).nan_to_num(nan=torch.inf)
-                per_sample = scaled.flatten(1).amax(dim=1)
+                per_sample = _max_scaled_deviation(b, mean, std, 1)
                 for i in torch.nonzero(per_sample > limit).flatten():
                     far.append(lo + int(i))
                     worst = max(worst, float(per_sample[i]))
@@ -377,11 +392,7 @@ def _suspicious_snapshots(datasets: dict, limit: float, show: int) -> list[str]:
             b = traj[lo : lo + step].double()
             yield lo, b.reshape(b.shape[0], b.shape[1], -1, b.shape[-1] if b.dim() > 3 else 1)
 
-    count, s1, s2 = 0, 0.0, 0.0
-    for _, b in blocks(views["train"][0]):
-        count, s1, s2 = count + b.shape[0] * b.shape[1] * b.shape[2], s1 + b.sum((0, 1, 2)), s2 + (b * b).sum((0, 1, 2))
-    mean = s1 / count
-    std = (s2 / count - mean * mean).clamp_min(0).sqrt()
+    mean, std = _channel_stats(b for _, b in blocks(views["train"][0]))
 
     def named(pairs: list) -> str:
         shown = ", ".join(f"trajectory {t} snapshot {k}" for t, k in pairs[:show])
@@ -392,14 +403,11 @@ def _suspicious_snapshots(datasets: dict, limit: float, show: int) -> list[str]:
         norms, far, worst = [], [], 0.0
         for lo, u in blocks(traj):
             norms.append(u.flatten(2).norm(dim=2))  # (traj, K+1)
-            dev = (u - mean).abs()
-            scaled = torch.where(std > 0, dev / std.clamp_min(torch.finfo(torch.float64).tiny),
-                                 torch.where(dev > 0, torch.inf, 0.0)).nan_to_num(nan=torch.inf)
-            per = scaled.flatten(2).amax(dim=2)
+            per = _max_scaled_deviation(u, mean, std, 2)
             far += [(lo + int(t), int(k)) for t, k in torch.nonzero(per > limit)]
             worst = max(worst, float(per.max()))
         norms = torch.cat(norms)
-        zero = [(int(t), int(k)) for t, k in targets if norms[t, k] <= torch.finfo(torch.float32).tiny]
+        zero = [(int(t), int(k)) for t, k in targets if norms[t, k] <= _ZERO_NORM]
         if zero:
             lines.append(f"{split} split, {named(zero)}: the target snapshot has zero norm; the relative L2 loss "
                          "divides by it (remove these trajectories or choose another loss)")
