@@ -94,8 +94,6 @@ def supervise(args) -> None:
              "notes": []}
     _write_state(state)
     procs: dict[str, subprocess.Popen] = {}
-    t_all_launched = None
-    lines_at_all_launched: dict[str, int] = {}
     fitted: set[str] = set()
 
     def poll() -> None:
@@ -129,7 +127,6 @@ def supervise(args) -> None:
                 procs[n] = _launch(n, None, args)
                 state["runs"][n].update(state="running", t_launch=time.time(), restarts=0)
         poll()
-    t_all_launched = time.time()
     lines_at_all_launched = {n: len(_epochs_logged(n)) for n in procs}
 
     while procs:
@@ -165,7 +162,6 @@ def supervise(args) -> None:
             _write_state(state)
     state["finished"] = time.time()
     _write_state(state)
-    del t_all_launched
 
 
 def start(args) -> None:

@@ -47,6 +47,7 @@ def set_tf32(dtype: str) -> None:
     torch.backends.cuda.matmul.allow_tf32 = on
     torch.backends.cudnn.allow_tf32 = on
 
+
 #: attention kinds on a 2D grid of n = side^2 points
 GRID_KINDS = ("window", "patched")
 
@@ -345,7 +346,8 @@ def estimate_memory_bytes(case: dict) -> int:
 
     Linear part: about (26 d_model + 4 d_ff) numbers per point and layer are kept for backward, plus a quarter
     layer's worth of transients (calibrated on one galerkin layer, d_model 128, where it overestimates by ~1.3x);
-    the fused galerkin/linear paths keep far less: (8 d_model + 2 d_ff), about 1.5x their measured peak.  Quadratic part (fourier, and softmax when its n x n matrix is built): the batch*heads*n*n
+    the fused galerkin/linear paths keep far less: (8 d_model + 2 d_ff), about 1.5x their measured peak.
+    Quadratic part (fourier, and softmax when its n x n matrix is built): the batch*heads*n*n
     score matrix is saved per layer and two more such matrices live during backward; with ``chunk_size`` c only
     batch*heads*c*n numbers live at a time (each chunk is recomputed in backward).  Window: the linear part plus
     about 4 batch*heads*n*M^2 score-sized tensors per layer.  Patched: the softmax estimate on the tokens plus six

@@ -11,8 +11,9 @@ For a preset (with any ``--FIELD VALUE`` overrides), in one process:
   first checkpoint); the figure is the last of ``epochs`` epochs.
 
 ``overhead = epoch / (steps × bare step)``, where steps is the number of training batches of the epoch.  The bare
-steps are timed on the training batches' shape, before and after the epochs (the median of both), and the model's share is reported too: one forward + backward of
-the network alone (``operator.model``) on already normalized inputs.
+steps are timed on the training batches' shape, before and after the epochs (the median of both), and the model's
+share is reported too: one forward + backward of the network alone (``operator.model``) on already normalized
+inputs.
 """
 
 from __future__ import annotations
@@ -28,29 +29,25 @@ import torch
 __all__ = ["train_overhead"]
 
 
-class _EpochClock:
-    """Lightning callback: wall seconds of each training epoch (its validation and checkpoints included)."""
+def _epoch_clock():
+    """A Lightning callback that records (wall seconds, training batches) of every training epoch, its validation
+    and checkpoints included, in its ``epochs`` list."""
+    import lightning as L
 
-    def __init__(self):
-        import lightning as L
+    class EpochClock(L.Callback):
+        def __init__(self):
+            self.epochs: list[tuple[float, int]] = []
 
-        outer = self
+        def on_train_epoch_start(self, trainer, pl_module):
+            self._t0, self._batches = time.perf_counter(), 0
 
-        class _CB(L.Callback):
-            def on_train_epoch_start(self, trainer, pl_module):
-                outer._t0 = time.perf_counter()
-                outer._batches = 0
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+            self._batches += 1
 
-            def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-                outer._batches += 1
+        def on_train_epoch_end(self, trainer, pl_module):
+            self.epochs.append((time.perf_counter() - self._t0, self._batches))
 
-            def on_train_epoch_end(self, trainer, pl_module):
-                outer.epochs.append((time.perf_counter() - outer._t0, outer._batches))
-
-        self.epochs: list[tuple[float, int]] = []
-        self._t0 = 0.0
-        self._batches = 0
-        self.callback = _CB()
+    return EpochClock()
 
 
 def _time(fn, repeats: int, warmup: int) -> list[float]:
@@ -67,12 +64,10 @@ def _time(fn, repeats: int, warmup: int) -> list[float]:
 def train_overhead(preset: str, overrides: Optional[dict] = None, *, epochs: int = 2, repeats: int = 10,
                    warmup: int = 3) -> dict:
     """Measure the training overhead of ``preset`` (see the module docstring); returns a record (dict)."""
-    import lightning as L
-
+    from ..train.cli import _quiet_lightning
     from ..train.config import apply_overrides, load_preset
     from ..train.module import OperatorModule
-    from ..train.cli import _quiet_lightning
-    from ..train.run import _DataModule, _trainer, prepare_run
+    from ..train.run import _DataModule, _trainer, checkpoint_callbacks, prepare_run
 
     cfg = load_preset(preset)
     cfg, explicit = apply_overrides(cfg, {**(overrides or {}), "epochs": epochs, "accelerator": "cpu"})
@@ -114,16 +109,11 @@ def train_overhead(preset: str, overrides: Optional[dict] = None, *, epochs: int
 
     # the real trainer, as opformer train builds it
     module = OperatorModule(run, operator, artifact)
-    clock = _EpochClock()
+    clock = _epoch_clock()
     with tempfile.TemporaryDirectory(prefix="opformer-bench-train-") as tmp:
         out = Path(tmp)
-        ckdir = out / "checkpoints"
-        best_cb = L.pytorch.callbacks.ModelCheckpoint(ckdir, filename="best", monitor="val_rel_l2", mode="min",
-                                                      save_top_k=1, enable_version_counter=False)
-        last_cb = L.pytorch.callbacks.ModelCheckpoint(ckdir, filename="last", monitor=None, save_top_k=1,
-                                                      enable_version_counter=False)
         _quiet_lightning()
-        trainer = _trainer(t, out, False, [best_cb, last_cb, clock.callback])
+        trainer = _trainer(t, out, False, [*checkpoint_callbacks(out / "checkpoints", t), clock])
         trainer.fit(module, datamodule=_DataModule(bundle.datasets, t))
     epoch_s, steps = clock.epochs[-1]
     rec.update(epoch_seconds=epoch_s, steps=steps, epoch_seconds_all=[e[0] for e in clock.epochs])

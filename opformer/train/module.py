@@ -47,6 +47,7 @@ class OperatorModule(L.LightningModule):
         self._recent: collections.deque = collections.deque(maxlen=50)  # the last finite step losses
         self._epoch_losses: list[float] = []  # this epoch's finite step losses
         self._best_epoch_loss: Optional[float] = None
+        self._last_epoch_blown = False  # the state at the next epoch's start is then not a good one
         self.lr_halvings = 0
         self.divergence_log: list[str] = []
 
@@ -69,9 +70,10 @@ class OperatorModule(L.LightningModule):
     # --- training ----------------------------------------------------------------------------------------------
     def on_train_epoch_start(self) -> None:
         # the state a diverged step goes back to (host copies: the device keeps only the live state), refreshed
-        # unless the epoch just finished was a blow-up
-        last, self._epoch_losses = self._epoch_losses, []
-        if last and self._blown_epoch(statistics.fmean(last)):
+        # unless the epoch just finished was a blow-up (decided once, on the mean over all ranks, at its end)
+        blown, self._last_epoch_blown = self._last_epoch_blown, False
+        self._epoch_losses = []
+        if blown:
             return
         if self.train_cfg.divergence_retries > 0:
             self._good_state = (
@@ -92,10 +94,11 @@ class OperatorModule(L.LightningModule):
         mean = statistics.fmean(self._epoch_losses)
         if self.trainer is not None and self.trainer.world_size > 1:  # one decision for all ranks
             mean = float(self.trainer.strategy.reduce(torch.tensor(mean, device=self.device), reduce_op="mean"))
-        if self._blown_epoch(mean):
+        self._last_epoch_blown = self._blown_epoch(mean)
+        if self._last_epoch_blown:
             best = self._best_epoch_loss
-            self._recover(torch.tensor(mean), f"the mean training loss of epoch {self.current_epoch}, {mean:.4g}, is over "
-                          f"{self.train_cfg.divergence_factor / 4:g}x the best epoch's {best:.3g}")
+            self._recover(torch.tensor(mean), f"the mean training loss of epoch {self.current_epoch}, {mean:.4g}, "
+                          f"is over {self.train_cfg.divergence_factor / 4:g}x the best epoch's {best:.3g}")
         elif self._best_epoch_loss is None or mean < self._best_epoch_loss:
             self._best_epoch_loss = mean
 
@@ -127,12 +130,10 @@ class OperatorModule(L.LightningModule):
         keys = ("lr", "max_lr", "initial_lr", "min_lr")
         rates = [{k: g[k] for k in keys if k in g} for g in opt.param_groups]  # halvings so far included
         opt.load_state_dict(opt_state)
-        for group, now in zip(opt.param_groups, rates):  # the one-cycle schedule keeps its position, at half rate
+        # OneCycleLR computes every step from these rates in the groups: the schedule keeps its position, at half rate
+        for group, now in zip(opt.param_groups, rates):
             for key, value in now.items():
                 group[key] = value * 0.5
-        sched = self.lr_schedulers()
-        if sched is not None and hasattr(sched, "base_lrs"):
-            sched.base_lrs = [lr * 0.5 for lr in sched.base_lrs]
         self.lr_halvings += 1
         peak = opt.param_groups[0].get("max_lr", opt.param_groups[0]["lr"])
         if why is not None:

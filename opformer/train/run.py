@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import errno
 import json
 import os
@@ -45,14 +46,20 @@ def _is_rank_zero() -> bool:
     return int(os.environ.get("RANK", os.environ.get("LOCAL_RANK", 0))) == 0
 
 
+#: train fields that do not change a run's result (how many processes ran it, on what hardware)
+_HARDWARE = ("accelerator", "devices", "strategy", "num_nodes", "num_workers")
+
+
 def _config_for_comparison(cfg: dict) -> dict:
     """The fields that define a run's result (how many processes ran it or whether bars are shown do not)."""
     c = json.loads(json.dumps(cfg))
-    for key in ("accelerator", "devices", "strategy", "num_nodes", "num_workers"):
+    for key in _HARDWARE:
         c["train"].pop(key, None)
     # fields added in later versions: a run recorded without them had their default
-    for key in ("divergence_retries", "divergence_factor"):
-        c["train"].setdefault(key, getattr(TrainConfig(), key))
+    defaults = TrainConfig()
+    for f in dataclasses.fields(TrainConfig):
+        if f.name not in _HARDWARE:
+            c["train"].setdefault(f.name, getattr(defaults, f.name))
     return c
 
 
@@ -255,6 +262,18 @@ class _DataModule(L.LightningDataModule):
         return self._loader(self.ds["test"], self.t.eval_batch_size, False)
 
 
+def checkpoint_callbacks(ckdir: Path, t) -> tuple:
+    """(best, last): ``best.ckpt`` chosen on the selection metric, ``last.ckpt`` rewritten at the end of every epoch
+    (or every ``checkpoint_every_n_steps`` steps), the resume point."""
+    monitor = "test_rel_l2_selection" if t.selection == "test" else "val_rel_l2"
+    best_cb = L.pytorch.callbacks.ModelCheckpoint(ckdir, filename="best", monitor=monitor, mode="min", save_top_k=1,
+                                                  enable_version_counter=False)
+    last_cb = L.pytorch.callbacks.ModelCheckpoint(ckdir, filename="last", monitor=None, save_top_k=1,
+                                                  every_n_train_steps=t.checkpoint_every_n_steps or None,
+                                                  enable_version_counter=False)
+    return best_cb, last_cb
+
+
 def _trainer(t, out: Path, progress: bool, callbacks: list, logger=True, **extra) -> L.Trainer:
     loggers = False
     if logger:
@@ -366,14 +385,8 @@ def _fit(run, bundle, operator, artifact, notes, out: Path, ckpt_path, resume: b
         _keep_csv_history(out / "logs")
     module = OperatorModule(run, operator, artifact)
 
-    monitor = "test_rel_l2_selection" if t.selection == "test" else "val_rel_l2"
     ckdir = out / "checkpoints"
-    best_cb = L.pytorch.callbacks.ModelCheckpoint(ckdir, filename="best", monitor=monitor, mode="min", save_top_k=1,
-                                                  enable_version_counter=False)
-    every = t.checkpoint_every_n_steps or None
-    # "last.ckpt", rewritten at the end of every epoch (or every N steps): the resume point
-    last_cb = L.pytorch.callbacks.ModelCheckpoint(ckdir, filename="last", monitor=None, save_top_k=1,
-                                                  every_n_train_steps=every, enable_version_counter=False)
+    best_cb, last_cb = checkpoint_callbacks(ckdir, t)
     trainer = _trainer(t, out, progress, [best_cb, last_cb])
     dm = _DataModule(bundle.datasets, t)
     _interruptible(trainer, trainer.fit, module, datamodule=dm, ckpt_path=ckpt_path, weights_only=True)
@@ -398,7 +411,7 @@ def _fit(run, bundle, operator, artifact, notes, out: Path, ckpt_path, resume: b
         "epochs": int(trainer.current_epoch),
         "best_epoch": int(best["epoch"]) if "epoch" in best else None,
         "seconds": round(seconds, 2),
-        "lr_halvings": module.lr_halvings,  # non-finite losses recovered from (train.divergence_retries)
+        "lr_halvings": module.lr_halvings,  # blow-ups recovered from (train.divergence_retries)
         "divergence_notes": module.divergence_log,
         "parameters": count_parameters(module.operator.model),
         "seed": t.seed,
