@@ -11,13 +11,15 @@ For a preset (with any ``--FIELD VALUE`` overrides), in one process:
   first checkpoint); the figure is the last of ``epochs`` epochs.
 
 ``overhead = epoch / (steps × bare step)``, where steps is the number of training batches of the epoch.  The bare
-steps are timed on the training batches' shape, before and after the epochs (the median of both), and the model's
-share is reported too: one forward + backward of the network alone (``operator.model``) on already normalized
-inputs.
+steps are timed on the training batches' shape, on a copy of the operator, right after every epoch (the median of
+``repeats``), so that an epoch and the bare steps it is divided by see the same machine load; the ratio of every epoch
+is recorded, the figure is the last one's.  The model's share is reported too: one forward + backward of the network
+alone (``operator.model``) on already normalized inputs.
 """
 
 from __future__ import annotations
 
+import copy
 import statistics
 import tempfile
 import time
@@ -50,6 +52,21 @@ def _epoch_clock():
     return EpochClock()
 
 
+def _after_each_epoch(fn):
+    """A Lightning callback that calls ``fn(first_epoch)`` at the end of every training epoch (after the epoch clock,
+    which comes before it in the callback list) and keeps the results in its ``results`` list."""
+    import lightning as L
+
+    class AfterEpoch(L.Callback):
+        def __init__(self):
+            self.results: list = []
+
+        def on_train_epoch_end(self, trainer, pl_module):
+            self.results.append(fn(not self.results))
+
+    return AfterEpoch()
+
+
 def _time(fn, repeats: int, warmup: int) -> list[float]:
     for _ in range(warmup):
         fn()
@@ -66,7 +83,7 @@ def train_overhead(preset: str, overrides: Optional[dict] = None, *, epochs: int
     """Measure the training overhead of ``preset`` (see the module docstring); returns a record (dict)."""
     from ..train.cli import _quiet_lightning
     from ..train.config import apply_overrides, load_preset
-    from ..train.module import OperatorModule
+    from ..train.module import OperatorModule, make_adam
     from ..train.run import _DataModule, _trainer, checkpoint_callbacks, prepare_run
 
     cfg = load_preset(preset)
@@ -77,11 +94,12 @@ def train_overhead(preset: str, overrides: Optional[dict] = None, *, epochs: int
            "n_train": len(bundle.datasets["train"]), "n_val": len(bundle.datasets["val"]),
            "grid": list(bundle.input_grid), "threads": torch.get_num_threads()}
 
-    # the bare step on one training batch of the same shape, timed before and after the epochs
+    # the bare step on one training batch of the same shape, on a copy of the operator (the training is untouched),
+    # timed right after every epoch: the two figures of a ratio see the same machine load
     ds = bundle.datasets["train"]
     batch = torch.utils.data.default_collate([ds[i] for i in range(min(t.batch_size, len(ds)))])
-    op = operator.train()
-    opt = torch.optim.Adam(op.parameters(), lr=1e-12)  # a tiny lr: the timing does not depend on it
+    op = copy.deepcopy(operator).train()
+    opt = make_adam(op.parameters(), lr=1e-12)  # the trainer's optimizer; a tiny lr: the timing does not depend on it
 
     def bare():
         opt.zero_grad(set_to_none=True)
@@ -91,8 +109,6 @@ def train_overhead(preset: str, overrides: Optional[dict] = None, *, epochs: int
         if t.grad_clip:
             torch.nn.utils.clip_grad_norm_(op.parameters(), t.grad_clip)
         opt.step()
-
-    before = _time(bare, repeats, warmup)
 
     # the network alone (no normalizers, loss or optimizer): its share of the bare step
     coords = batch["coords"][:1]
@@ -110,20 +126,22 @@ def train_overhead(preset: str, overrides: Optional[dict] = None, *, epochs: int
     # the real trainer, as opformer train builds it
     module = OperatorModule(run, operator, artifact)
     clock = _epoch_clock()
+    bare_after = _after_each_epoch(lambda first: _time(bare, repeats, warmup if first else 1))
     with tempfile.TemporaryDirectory(prefix="opformer-bench-train-") as tmp:
         out = Path(tmp)
         _quiet_lightning()
-        trainer = _trainer(t, out, False, [*checkpoint_callbacks(out / "checkpoints", t), clock])
+        trainer = _trainer(t, out, False, [*checkpoint_callbacks(out / "checkpoints", t), clock, bare_after])
         trainer.fit(module, datamodule=_DataModule(bundle.datasets, t))
     epoch_s, steps = clock.epochs[-1]
     rec.update(epoch_seconds=epoch_s, steps=steps, epoch_seconds_all=[e[0] for e in clock.epochs])
-
-    times = before + _time(bare, repeats, 1)
-    rec["bare_step_seconds"] = statistics.median(times)
-    rec["bare_step_seconds_all"] = times
+    bare_all = [statistics.median(ts) for ts in bare_after.results]
+    rec["bare_step_seconds"] = bare_all[-1]
+    rec["bare_step_seconds_all"] = bare_after.results[-1]
+    rec["bare_step_seconds_per_epoch"] = bare_all
     try:
         rec["model_step_seconds"] = statistics.median(_time(net, repeats, warmup))
     except (TypeError, RuntimeError, AttributeError):  # a model with another calling convention: not reported
         rec["model_step_seconds"] = None
-    rec["overhead"] = epoch_s / (steps * rec["bare_step_seconds"])
+    rec["overhead_per_epoch"] = [e / (n * b) for (e, n), b in zip(clock.epochs, bare_all)]
+    rec["overhead"] = rec["overhead_per_epoch"][-1]
     return rec

@@ -63,7 +63,10 @@ class EpochLine(L.Callback):
         if self._t0 is None:
             return
         dt = time.perf_counter() - self._t0
-        m = trainer.callback_metrics  # on every rank: reading a metric logged with sync_dist is a collective
+        # on every rank: the training means and reading a metric logged with sync_dist are collectives
+        m = dict(trainer.callback_metrics)
+        if hasattr(pl_module, "train_epoch_means"):  # logged by the module after this hook: taken from it directly
+            m.update(pl_module.train_epoch_means())
         vals = "".join(f"  {k} {float(m[k]):.4e}" for k in ("train_rel_l2", "val_rel_l2") if k in m)
         if not trainer.is_global_zero:
             return

@@ -267,6 +267,8 @@ def _quiet_lightning() -> None:
     warnings.filterwarnings("ignore", message=r"`training_step` returned `None`.*")
     # small data sets: fewer batches than the logging interval is expected, the epoch metrics are still logged
     warnings.filterwarnings("ignore", message=r"The number of training batches \(\d+\) is smaller than the logging.*")
+    # the module's own batch transfer (it skips batches already on the device) is meant to be the one used
+    warnings.filterwarnings("ignore", message=r"You have overridden `transfer_batch_to_device` in `LightningModule`.*")
 
 
 def _keys(text):
