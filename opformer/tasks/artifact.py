@@ -27,6 +27,8 @@ from .losses import rel_l2
 __all__ = ["FORMAT", "LoadError", "Predictor", "load", "make_artifact", "read_checkpoint"]
 
 FORMAT = "opformer-model/1"
+_UMASK = os.umask(0o022)  # read once (os.umask can only be read by setting it)
+os.umask(_UMASK)
 
 
 class LoadError(ValueError):
@@ -240,6 +242,7 @@ class Predictor:
         os.close(fd)
         try:
             save_file(state, tmp, metadata={"format": FORMAT})
+            os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp's file is private; the result gets the usual mode
             os.replace(tmp, directory / "model.safetensors")
         finally:
             if os.path.exists(tmp):
@@ -255,6 +258,7 @@ def _atomic_text(path: Path, text: str) -> None:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
+        os.chmod(tmp, 0o666 & ~_UMASK)
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
@@ -271,8 +275,17 @@ def _check_artifact(artifact, where: Path) -> dict:
 
 
 def load(path: Union[str, os.PathLike], device: Optional[Union[str, torch.device]] = None) -> Predictor:
-    """The trained model at ``path`` (a checkpoint file or a ``save_pretrained`` directory), in evaluation mode."""
+    """The trained model at ``path`` (a checkpoint file or a ``save_pretrained`` directory), or the bundled model of
+    that name (``opformer.load("burgers-ft")``, :mod:`opformer.tasks.pretrained`), in evaluation mode."""
+    from .pretrained import list_pretrained, pretrained_path
+
     path = Path(path)
+    if not path.exists():
+        bundled = pretrained_path(str(path))
+        if bundled is None:
+            raise LoadError(f"{path}: no such file or directory, and no bundled model of that name (bundled: "
+                            f"{', '.join(list_pretrained()) or 'none'})")
+        path = bundled
     if path.is_dir():
         cfg_path, weights = path / "config.json", path / "model.safetensors"
         if not cfg_path.exists() or not weights.exists():

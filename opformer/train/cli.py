@@ -8,6 +8,7 @@ import contextlib
 import signal
 import sys
 import warnings
+from pathlib import Path
 
 
 def register(sub) -> None:
@@ -40,7 +41,8 @@ def register(sub) -> None:
     p.set_defaults(func=_train, accepts_extra=True, parser=p)
 
     e = sub.add_parser("eval", help="evaluate a trained model on a data file, at any resolution")
-    e.add_argument("model", help="a checkpoint (runs/NAME/checkpoints/best.ckpt) or a save_pretrained directory")
+    e.add_argument("model", help="a checkpoint (runs/NAME/checkpoints/best.ckpt), a save_pretrained directory or a "
+                                 "bundled model's name (without --data: its test samples, regenerated)")
     e.add_argument("--data", help="data file: all its samples are the test set (default: the run's test split)")
     e.add_argument("--keys", help="input and target array names, INPUT,TARGET (default: the training keys)")
     e.add_argument("--resolution", type=int, help="evaluation grid, a stride of the stored one (e.g. 2048)")
@@ -49,7 +51,7 @@ def register(sub) -> None:
     e.set_defaults(func=_eval)
 
     q = sub.add_parser("predict", help="write a trained model's predictions for a data file")
-    q.add_argument("model", help="a checkpoint or a save_pretrained directory")
+    q.add_argument("model", help="a checkpoint, a save_pretrained directory or a bundled model's name")
     q.add_argument("--data", required=True, help="data file with the inputs (and targets, for per-sample errors)")
     q.add_argument("--keys", help="INPUT[,TARGET] array names (default: the training keys)")
     q.add_argument("--resolution", type=int, help="predict on a stride of the stored grid")
@@ -276,8 +278,19 @@ def _keys(text):
 
 
 def _eval(args: argparse.Namespace) -> int:
+    from ..tasks.pretrained import check_error, pretrained_card, pretrained_path
     from .run import evaluate
 
+    if args.data is None and not Path(args.model).exists() and pretrained_path(args.model) is not None:
+        # a bundled model without --data: its recorded test samples, regenerated from their recipe
+        check = pretrained_card(args.model)["check"]
+        try:
+            err = check_error(args.model, workers=None)
+        except _errors() as exc:
+            return _fail(str(exc))
+        print(f"test relative L2 of {args.model}: {err:.4e} on samples [{check['start']}, {check['stop']}) of its "
+              f"test recipe, regenerated (recorded {check['test_rel_l2']:.4e})")
+        return 0
     try:
         m = evaluate(args.model, data=args.data, keys=_keys(args.keys), resolution=args.resolution, out=args.out,
                      batch_size=args.batch_size)

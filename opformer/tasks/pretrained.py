@@ -1,0 +1,91 @@
+"""Trained models shipped inside the package: ``opformer.load("burgers-ft").predict(u0)``.
+
+Each bundled model is a :meth:`~opformer.tasks.artifact.Predictor.save_pretrained` directory under
+``opformer/pretrained/NAME`` (``config.json``, ``model.safetensors``) with a ``card.json`` that says how it was made
+and how good it is:
+
+* ``description``, ``task``, ``parameters``;
+* ``data``: the commands that generate its training and test files (the data are never shipped: they are made by
+  ``opformer data``, see ``docs/data.md``), and ``train``: the command that trained it;
+* ``metrics``: the training run's own figures (validation and test relative L2, epochs, best epoch, wall seconds,
+  seed, the machine);
+* ``check``: the test samples as a recipe and a sample range (``recipe``, ``start``, ``stop``, ``keys``, ``stride``)
+  and the mean relative L2 error of the shipped weights on them, ``test_rel_l2``.  :func:`check_error` regenerates
+  those samples and measures the error again; the test suite asserts that it reproduces the recorded figure.
+
+``scripts/make_pretrained.py`` writes a bundle from a training run (docs/pretrained.md).
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+__all__ = ["PRETRAINED_DIR", "list_pretrained", "pretrained_path", "pretrained_card", "check_error"]
+
+#: where the bundled models live (inside the installed package)
+PRETRAINED_DIR = Path(__file__).resolve().parent.parent / "pretrained"
+
+
+def list_pretrained() -> list[str]:
+    """Names of the bundled models (``opformer.load(NAME)`` loads one)."""
+    if not PRETRAINED_DIR.is_dir():
+        return []
+    return sorted(p.name for p in PRETRAINED_DIR.iterdir() if (p / "card.json").is_file())
+
+
+def pretrained_path(name: str) -> Optional[Path]:
+    """The directory of the bundled model ``name``, or None when there is no such bundled model."""
+    name = str(name)
+    if "/" in name or "\\" in name or name.startswith("."):
+        return None
+    path = PRETRAINED_DIR / name
+    return path if (path / "card.json").is_file() else None
+
+
+def pretrained_card(name: str) -> dict:
+    """The ``card.json`` of a bundled model (how it was made, its metrics and its check)."""
+    path = pretrained_path(name)
+    if path is None:
+        known = ", ".join(list_pretrained()) or "none"
+        raise KeyError(f"no bundled model {name!r} (bundled: {known})")
+    return json.loads((path / "card.json").read_text())
+
+
+def mean_rel_l2(pred: np.ndarray, target: np.ndarray) -> float:
+    """The mean over samples of ||pred - target|| / ||target|| (each sample flattened), in float64."""
+    p = np.asarray(pred, dtype=np.float64).reshape(len(pred), -1)
+    t = np.asarray(target, dtype=np.float64).reshape(len(target), -1)
+    return float(np.mean(np.linalg.norm(p - t, axis=1) / np.linalg.norm(t, axis=1)))
+
+
+def check_samples(check: dict, workdir: Path, workers: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """(inputs, targets) of a card's ``check``: its samples regenerated from the recipe, strided as recorded."""
+    import h5py
+
+    from ..pde.generate import generate_dataset
+
+    path = generate_dataset(check["recipe"], Path(workdir) / "check.h5", start=int(check["start"]),
+                            stop=int(check["stop"]), workers=workers, progress=False)
+    s = int(check.get("stride", 1))
+    with h5py.File(path, "r") as f:
+        x, y = (np.asarray(f[k]) for k in check["keys"])
+    index = (slice(None),) + (slice(None, None, s),) * (x.ndim - 1)
+    return x[index], y[index]
+
+
+def check_error(name_or_path, workers: int = 1, workdir: Optional[Path] = None) -> float:
+    """The mean relative L2 error of a bundled model (or a ``save_pretrained`` directory with a card) on its
+    ``check`` samples, regenerated from their recipe (seconds on a CPU)."""
+    from .artifact import load
+
+    path = pretrained_path(name_or_path) or Path(name_or_path)
+    check = json.loads((path / "card.json").read_text())["check"]
+    with tempfile.TemporaryDirectory(prefix="opformer-check-") as tmp:
+        x, y = check_samples(check, Path(workdir or tmp), workers)
+    pred = load(path).predict(x)
+    return mean_rel_l2(pred, y)

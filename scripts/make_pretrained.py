@@ -1,0 +1,102 @@
+#!/usr/bin/env python
+"""Turn a finished training run into a bundled model under ``opformer/pretrained/NAME`` (docs/pretrained.md).
+
+    python scripts/make_pretrained.py RUN_DIR NAME --description TEXT \
+        --data-cmd "opformer data ..." [--data-cmd ...] --train-cmd "opformer train ..." \
+        --check-file FILE.h5 --start I --stop J [--stride S] [--keys IN,OUT]
+
+RUN_DIR is an ``opformer train --out`` directory (``checkpoints/best.ckpt``, ``metrics.json``).  The check samples are
+the samples ``[I, J)`` of the data set whose recipe is stored in ``FILE.h5`` (any shard or the whole file: only its
+recipe is read), strided by S: the script regenerates them from the recipe, measures the shipped weights on them and
+records the error in ``card.json``.  When they are the run's own test samples (the usual case), the regenerated error
+must agree with the run's recorded ``test_rel_l2`` to 1e-4 relative, or nothing is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import h5py
+
+from opformer import load
+from opformer.tasks.pretrained import PRETRAINED_DIR, check_samples, mean_rel_l2
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("run_dir", type=Path)
+    p.add_argument("name")
+    p.add_argument("--description", required=True)
+    p.add_argument("--data-cmd", action="append", default=[], help="a command that generates the data (repeat)")
+    p.add_argument("--train-cmd", required=True, help="the command that trained the run")
+    p.add_argument("--check-file", type=Path, required=True, help="an HDF5 file made by `opformer data` (its recipe)")
+    p.add_argument("--start", type=int, required=True)
+    p.add_argument("--stop", type=int, required=True)
+    p.add_argument("--stride", type=int, default=1)
+    p.add_argument("--keys", default=None, help="input,target keys (default: the model's)")
+    p.add_argument("--not-the-test-set", action="store_true",
+                   help="the check samples are not the run's test samples: skip the agreement check")
+    p.add_argument("--workers", type=int, default=1)
+    a = p.parse_args(argv)
+
+    ckpt = a.run_dir / "checkpoints" / "best.ckpt"
+    metrics = json.loads((a.run_dir / "metrics.json").read_text())
+    with h5py.File(a.check_file, "r") as f:
+        recipe = json.loads(f.attrs["recipe"])
+    model = load(ckpt)
+    keys = a.keys.split(",") if a.keys else list(model.artifact["keys"])
+    check = {"recipe": recipe, "start": a.start, "stop": a.stop, "stride": a.stride, "keys": keys}
+    with tempfile.TemporaryDirectory(prefix="opformer-bundle-") as tmp:
+        x, y = check_samples(check, Path(tmp), a.workers)
+        staged = Path(tmp) / a.name
+        model.save_pretrained(staged)
+        err = mean_rel_l2(load(staged).predict(x), y)  # the shipped weights, as a user loads them
+        check["test_rel_l2"] = err
+        ref = metrics.get("test_rel_l2")
+        print(f"{a.name}: check error {err:.6e} on samples [{a.start}, {a.stop}) of the recipe; the run's test "
+              f"error {ref}")
+        if not a.not_the_test_set and ref is not None and abs(err - ref) > 1e-4 * abs(ref):
+            print(f"error: the regenerated samples give {err:.6e}, the run recorded {ref:.6e}: not its test set?",
+                  file=sys.stderr)
+            return 1
+        keep = ("val_rel_l2", "test_rel_l2", "epochs", "best_epoch", "seconds", "parameters", "seed", "resolution",
+                "n_train", "n_val", "n_test", "torch", "version", "lr_halvings", "selection")
+        card = {
+            "name": a.name,
+            "description": a.description,
+            "task": model.artifact["task"],
+            "model": model.artifact["model"].get("name"),
+            "parameters": metrics.get("parameters"),
+            "data": a.data_cmd,
+            "train": a.train_cmd,
+            "metrics": {**{k: metrics[k] for k in keep if k in metrics}, "machine": cpu_model()},
+            "check": check,
+        }
+        (staged / "card.json").write_text(json.dumps(card, indent=2) + "\n")
+        dest = PRETRAINED_DIR / a.name
+        if dest.exists():
+            shutil.rmtree(dest)
+        shutil.copytree(staged, dest)
+    size = sum(f.stat().st_size for f in dest.iterdir()) / 2**20
+    print(f"wrote {dest} ({size:.1f} MiB)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,61 @@
+"""The models bundled in the package load by name and reproduce the test error recorded in their cards."""
+
+import json
+
+import numpy as np
+import pytest
+
+import opformer
+from opformer.cli import main
+from opformer.tasks.artifact import LoadError
+from opformer.tasks.pretrained import check_error, list_pretrained, pretrained_card
+
+BUNDLED = list_pretrained()
+
+
+def test_the_package_ships_bundled_models():
+    assert {"burgers-ft", "burgers-gt", "darcy33-gt", "darcy33-scot"} <= set(BUNDLED)
+
+
+@pytest.mark.parametrize("name", BUNDLED)
+def test_a_bundled_model_reproduces_its_recorded_test_error(name, one_thread):
+    card = pretrained_card(name)
+    for key in ("description", "task", "data", "train", "metrics", "check"):
+        assert key in card, key
+    recorded = card["check"]["test_rel_l2"]
+    # the card's figure is the training run's own test error (the trainer's evaluation path), to 1e-4
+    assert recorded == pytest.approx(card["metrics"]["test_rel_l2"], rel=1e-4)
+    # regenerated data, the weights as a user loads them: equal up to rounding differences between CPUs
+    assert check_error(name) == pytest.approx(recorded, rel=2e-3)
+
+
+def test_load_by_name_predicts_at_once(one_thread):
+    model = opformer.load("darcy33-scot")
+    x = np.full((2, 33, 33), 12.0)
+    y = model.predict(x)
+    assert y.shape == (2, 33, 33) and np.isfinite(y).all()
+    # a constant coefficient a: the solution of -div(a grad u) = 1 is symmetric under the square's reflections
+    assert np.abs(y - y[:, ::-1, :]).max() < 0.1 * np.abs(y).max()
+
+
+def test_an_unknown_name_is_a_clear_error(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(LoadError, match="no bundled model of that name"):
+        opformer.load("burgers-xx")
+    assert main(["eval", "burgers-xx"]) == 2
+    assert "no bundled model" in capsys.readouterr().err
+
+
+def test_opformer_eval_of_a_bundled_name_regenerates_its_test_samples(tmp_path, capsys, monkeypatch, one_thread):
+    monkeypatch.chdir(tmp_path)
+    assert main(["eval", "darcy33-scot"]) == 0
+    out = capsys.readouterr().out
+    card = pretrained_card("darcy33-scot")
+    assert f"recorded {card['check']['test_rel_l2']:.4e}" in out
+    assert not any(tmp_path.iterdir())  # nothing written into the working directory
+
+
+def test_cards_are_plain_json_without_paths_outside_the_repo():
+    for name in BUNDLED:
+        text = json.dumps(pretrained_card(name))
+        assert "/work/" not in text and "/home/" not in text and "/tmp/" not in text
