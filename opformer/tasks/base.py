@@ -153,8 +153,13 @@ class Task:
 
         return Operator(build_model(model_cfg), normalizers.get("input"), normalizers.get("target"))
 
+    #: the defaults of a model on small grids: model name -> (the largest grid side, {field: (the preset's value,
+    #: the small grid's value)}); a field is changed only when it still has the preset's value and was not set
+    small_grid_defaults: dict = {}
+
     def fit_model(self, model_cfg: dict, bundle: Bundle, explicit: set) -> tuple[dict, list[str]]:
-        """Adapt grid-dependent sizes of ``model_cfg`` to the data (spectral modes, attention grid, output grid).
+        """Adapt grid-dependent sizes of ``model_cfg`` to the data (spectral modes, attention grid, output grid, and
+        the :attr:`small_grid_defaults`).
 
         A size the user set explicitly (``explicit`` holds the field names) is never changed: when it does not fit,
         :class:`ConfigError` names its flag.  Returns the new config and notes on what was changed."""
@@ -166,6 +171,16 @@ class Task:
         if cls.spatial_dim != len(bundle.input_grid):
             raise ConfigError(f"model {cfg['name']} is {cls.spatial_dim}D but the data of task {self.name} is "
                               f"{len(bundle.input_grid)}D; choose a {len(bundle.input_grid)}D model")
+        side = max(bundle.input_grid)
+        for name, (limit, values) in self.small_grid_defaults.items():
+            if cfg["name"] != name or side > limit:
+                continue
+            changed = {k: new for k, (old, new) in values.items()
+                       if k in fields and k not in explicit and cfg.get(k) == old}
+            if changed:
+                notes.append(f"a small grid ({side} points a side): " + ", ".join(
+                    f"{k} {cfg.get(k)} -> {v}" for k, v in changed.items()) + " (set them to keep the preset's)")
+                cfg.update(changed)
         if "out_size" in fields:
             want = bundle.target_grid[0] if bundle.target_grid != bundle.input_grid else None
             if cfg.get("out_size") != want:

@@ -225,3 +225,27 @@ def test_inverse_model_output_grid_follows_the_data_target_grid(preset, darcy_fi
         big, explicit = apply_overrides(load_preset(preset), {"coarse_size": 40})
         with pytest.raises(ConfigError, match=r"--coarse-size 40 is larger than the input grid 29; choose at most 29"):
             task.fit_model(resolve(big).model, bundle, explicit)
+
+
+def test_darcy_attention_presets_narrow_on_small_grids():
+    """Grids up to 48 a side get the narrower attention (the ablation: as accurate at half the width); the user's
+    own width and larger grids keep theirs; FNO is not touched."""
+    task = resolve(load_preset("darcy-gt")).task
+
+    def fitted(preset, side, **over):
+        cfg, explicit = apply_overrides(load_preset(preset), over)
+        return task.fit_model(resolve(cfg).model, Bundle({}, {}, "cell", (side, side), (side, side)), explicit)
+
+    for side in (16, 33, 48):
+        model, notes = fitted("darcy-gt", side)
+        assert (model["d_model"], model["dim_feedforward"]) == (64, 128)
+        assert any("d_model 128 -> 64" in n for n in notes)
+    for side in (49, 85, 141):
+        model, notes = fitted("darcy-gt", side)
+        assert (model["d_model"], model["dim_feedforward"]) == (128, 256) and not any("d_model" in n for n in notes)
+    model, _ = fitted("darcy-gt", 17, d_model=128)
+    assert model["d_model"] == 128 and model["dim_feedforward"] == 128
+    model, _ = fitted("darcy-ft-regular", 17, d_model=96, dim_feedforward=200)  # not the preset's values: kept
+    assert (model["d_model"], model["dim_feedforward"]) == (96, 200)
+    model, notes = fitted("darcy-fno", 17)
+    assert model["width"] == 32 and not any("small grid" in n for n in notes)
