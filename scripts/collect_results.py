@@ -2,11 +2,14 @@
 """Print a markdown table of the runs under a directory (every metrics.json below it).
 
     python scripts/collect_results.py runs/table2b runs/table3
+    python scripts/collect_results.py --spread runs/table2a    # runs NAME, NAME-seed2, ...: mean ± std per NAME
 """
 
 from __future__ import annotations
 
 import json
+import re
+import statistics
 import sys
 from pathlib import Path
 
@@ -20,8 +23,26 @@ def rows(roots):
             yield path.parent, m
 
 
+def spread(roots) -> int:
+    """One row per run name (a run NAME-seedS counts as NAME): the test error's mean, sample std and every value."""
+    groups: dict[str, list[tuple[str, float]]] = {}
+    for run, m in rows(roots):
+        name = re.sub(r"-seed\d+$", "", str(run))
+        groups.setdefault(name, []).append((str(m.get("seed")), m["test_rel_l2"]))
+    print("| runs | seeds | test rel. L2 mean | std | values |")
+    print("|---|---|---|---|---|")
+    for name, vals in sorted(groups.items()):
+        xs = [v for _, v in vals]
+        std = statistics.stdev(xs) if len(xs) > 1 else float("nan")
+        print(f"| {name} | {', '.join(s for s, _ in vals)} | {statistics.fmean(xs):.4e} | {std:.2e} | "
+              f"{', '.join(f'{x:.4e}' for x in xs)} |")
+    return 0
+
+
 def main(argv=None) -> int:
     roots = (argv if argv is not None else sys.argv[1:]) or ["runs"]
+    if roots and roots[0] == "--spread":
+        return spread(roots[1:] or ["runs"])
     print("| run | preset | noise | test rel. L2 | val rel. L2 | best epoch / epochs | wall [s] | parameters |")
     print("|---|---|---|---|---|---|---|---|")
     for run, m in rows(roots):
