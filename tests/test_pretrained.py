@@ -17,8 +17,13 @@ def test_the_package_ships_bundled_models():
     assert {"burgers-ft", "burgers-gt", "darcy33-gt", "darcy33-scot"} <= set(BUNDLED)
 
 
+@pytest.fixture(scope="module")
+def check_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("pretrained-check")  # the two Burgers models share their test samples
+
+
 @pytest.mark.parametrize("name", BUNDLED)
-def test_a_bundled_model_reproduces_its_recorded_test_error(name, one_thread):
+def test_a_bundled_model_reproduces_its_recorded_test_error(name, check_dir, one_thread):
     card = pretrained_card(name)
     for key in ("description", "task", "data", "train", "metrics", "check"):
         assert key in card, key
@@ -26,7 +31,7 @@ def test_a_bundled_model_reproduces_its_recorded_test_error(name, one_thread):
     # the card's figure is the training run's own test error (the trainer's evaluation path), to 1e-4
     assert recorded == pytest.approx(card["metrics"]["test_rel_l2"], rel=1e-4)
     # regenerated data, the weights as a user loads them: equal up to rounding differences between CPUs
-    assert check_error(name) == pytest.approx(recorded, rel=2e-3)
+    assert check_error(name, workdir=check_dir) == pytest.approx(recorded, rel=2e-3)
 
 
 def test_load_by_name_predicts_at_once(one_thread):

@@ -18,6 +18,7 @@ and how good it is:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import tempfile
 from pathlib import Path
@@ -69,7 +70,9 @@ def check_samples(check: dict, workdir: Path, workers: int = 1) -> tuple[np.ndar
 
     from ..pde.generate import generate_dataset
 
-    path = generate_dataset(check["recipe"], Path(workdir) / "check.h5", start=int(check["start"]),
+    spec = json.dumps({k: check[k] for k in ("recipe", "start", "stop")}, sort_keys=True)
+    name = f"check-{hashlib.sha1(spec.encode()).hexdigest()[:12]}.h5"  # models with the same check share a file
+    path = generate_dataset(check["recipe"], Path(workdir) / name, start=int(check["start"]),
                             stop=int(check["stop"]), workers=workers, progress=False)
     s = int(check.get("stride", 1))
     with h5py.File(path, "r") as f:
@@ -80,7 +83,8 @@ def check_samples(check: dict, workdir: Path, workers: int = 1) -> tuple[np.ndar
 
 def check_error(name_or_path, workers: int = 1, workdir: Optional[Path] = None) -> float:
     """The mean relative L2 error of a bundled model (or a ``save_pretrained`` directory with a card) on its
-    ``check`` samples, regenerated from their recipe (seconds on a CPU)."""
+    ``check`` samples, regenerated from their recipe (seconds on a CPU) into ``workdir`` (kept there, and reused by
+    models with the same check samples) or a temporary directory."""
     from .artifact import load
 
     path = pretrained_path(name_or_path) or Path(name_or_path)
