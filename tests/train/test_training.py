@@ -1,5 +1,6 @@
 """End-to-end training facts: outputs, determinism, exact resume after kill -9, DDP = one process, bad input."""
 
+import copy
 import json
 import random
 import signal
@@ -255,3 +256,24 @@ def test_checkpoint_flushes_the_csv_history(tmp_path):
     assert not csv.exists() or "val_rel_l2" not in csv.read_text()  # still buffered
     FlushLoggersOnCheckpoint().on_save_checkpoint(SimpleNamespace(loggers=[logger]), None, {})
     assert [e for e, _ in read_metrics_csv(csv)["val_rel_l2"]] == [0, 1, 2]
+
+
+def test_the_trainers_adam_is_fused_and_updates_as_plain_adam():
+    """The fused Adam the trainer uses makes the same update as the reference per-tensor Adam, to rounding."""
+    from opformer.train.module import make_adam
+
+    torch.manual_seed(0)
+    a = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3)).double()
+    b = copy.deepcopy(a)
+    fused = make_adam(a.parameters(), lr=1e-2, weight_decay=1e-3)
+    plain = torch.optim.Adam(b.parameters(), lr=1e-2, weight_decay=1e-3, foreach=False)
+    assert fused.defaults["fused"] is True
+    assert make_adam(a.parameters(), lr=1e-2, fused=False).defaults.get("fused") in (None, False)
+    x = torch.randn(32, 8, dtype=torch.float64)
+    for _ in range(10):
+        for net, opt in ((a, fused), (b, plain)):
+            opt.zero_grad()
+            net(x).pow(2).mean().backward()
+            opt.step()
+    for p, q in zip(a.parameters(), b.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-10, atol=1e-12)
