@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 import yaml
 
 from opformer.cli import main
@@ -249,3 +250,35 @@ def test_darcy_attention_presets_narrow_on_small_grids():
     assert (model["d_model"], model["dim_feedforward"]) == (96, 200)
     model, notes = fitted("darcy-fno", 17)
     assert model["width"] == 32 and not any("small grid" in n for n in notes)
+
+
+def test_darcy_models_zero_the_outer_ring_only_when_the_data_have_it_on_the_wall():
+    """Zeroing the outer ring is exact for data whose ring lies on the wall (u = 0 there) and an error floor for the
+    cell centres of a coarse grid: ring_cost is that floor, and fit_model turns the Dirichlet ring off above 2e-3."""
+    from opformer.data.datasets import FieldDataset
+    from opformer.tasks.darcy import RING_TOLERANCE, ring_cost
+
+    n = 17
+    ones = torch.ones(3, n, n)
+    assert ring_cost(ones) == pytest.approx(((n * n - (n - 2) ** 2) / n**2) ** 0.5)  # a constant field
+    x = (torch.arange(n, dtype=torch.float64) + 0.5) / n  # cell centres: the ring is half a cell off the wall
+    cell = torch.outer(torch.sin(torch.pi * x), torch.sin(torch.pi * x))[None]
+    xn = torch.linspace(0, 1, n, dtype=torch.float64)  # nodes: the ring is on the wall, sin(pi x) = 0 there
+    node = torch.outer(torch.sin(torch.pi * xn), torch.sin(torch.pi * xn))[None]
+    assert ring_cost(node) < 1e-15 and ring_cost(cell) > 0.05
+
+    run = resolve(load_preset("darcy-gt"))
+    assert run.model["boundary"] == "dirichlet"
+
+    def fitted(u, explicit=()):
+        ds = FieldDataset({"input": torch.ones_like(u)[..., None], "target": u[..., None]})
+        bundle = Bundle({"train": ds}, {}, "cell", (n, n), (n, n))
+        return run.task.fit_model(run.model, bundle, set(explicit))
+
+    model, notes = fitted(cell.float())
+    assert model["boundary"] is None and any("outer ring is not on the wall" in s for s in notes)
+    model, notes = fitted(node.float())
+    assert model["boundary"] == "dirichlet" and not any("outer ring" in s for s in notes)
+    model, _ = fitted(cell.float(), explicit=("boundary",))  # the user's own choice is kept
+    assert model["boundary"] == "dirichlet"
+    assert ring_cost(node + 1e-4 * cell) < RING_TOLERANCE  # near-wall values, as the strided 421 data
