@@ -153,9 +153,10 @@ class Task:
 
         return Operator(build_model(model_cfg), normalizers.get("input"), normalizers.get("target"))
 
-    #: the defaults of a model on small grids: model name -> (the largest grid side, {field: (the preset's value,
-    #: the small grid's value)}); a field is changed only when it still has the preset's value and was not set
-    small_grid_defaults: dict = {}
+    #: the defaults of a model on small grids: (model name, the largest grid side, {field: (the preset's value, the
+    #: small grid's value)}); a field is changed only when it still has the preset's value (or the preset's value
+    #: passes ``old(value, side)`` when that is a function) and was not set; the new value may be ``new(side)``
+    small_grid_defaults: tuple = ()
 
     def fit_model(self, model_cfg: dict, bundle: Bundle, explicit: set) -> tuple[dict, list[str]]:
         """Adapt grid-dependent sizes of ``model_cfg`` to the data (spectral modes, attention grid, output grid, and
@@ -172,11 +173,12 @@ class Task:
             raise ConfigError(f"model {cfg['name']} is {cls.spatial_dim}D but the data of task {self.name} is "
                               f"{len(bundle.input_grid)}D; choose a {len(bundle.input_grid)}D model")
         side = max(bundle.input_grid)
-        for name, (limit, values) in self.small_grid_defaults.items():
+        for name, limit, values in self.small_grid_defaults:
             if cfg["name"] != name or side > limit:
                 continue
-            changed = {k: new for k, (old, new) in values.items()
-                       if k in fields and k not in explicit and cfg.get(k) == old}
+            changed = {k: new(side) if callable(new) else new for k, (old, new) in values.items()
+                       if k in fields and k not in explicit and (old(cfg.get(k), side) if callable(old)
+                                                                 else cfg.get(k) == old)}
             if changed:
                 notes.append(f"a small grid ({side} points a side): " + ", ".join(
                     f"{k} {cfg.get(k)} -> {v}" for k, v in changed.items()) + " (set them to keep the preset's)")

@@ -94,9 +94,13 @@ class DarcyTask(Task):
                   "gamma": 0.5},
     }
     plot_labels = {"input": "coefficient a", "target": "target u", "prediction": "prediction"}
-    # on grids up to 48 points a side the attention models are as accurate at half the width, in half the time
-    # (docs/results.md, "Why do the attention models lose to FNO on small Darcy grids?")
-    small_grid_defaults = {"transformer2d": (48, {"d_model": (128, 64), "dim_feedforward": (256, 128)})}
+    # on grids up to 48 points a side the attention models are as accurate at half the width, in half the time;
+    # up to 24 a side attention on the whole grid (no CNN down-scaling) is better (docs/results.md, "The cause on
+    # small Darcy grids")
+    small_grid_defaults = (
+        ("transformer2d", 48, {"d_model": (128, 64), "dim_feedforward": (256, 128)}),
+        ("transformer2d", 24, {"coarse_size": (lambda value, side: value is None or value > side, lambda side: side)}),
+    )
 
     def model_train_overrides(self, short: str) -> dict:
         if short == "fno" or short in SCALABLE_2D:

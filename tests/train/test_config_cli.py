@@ -282,3 +282,19 @@ def test_darcy_models_zero_the_outer_ring_only_when_the_data_have_it_on_the_wall
     model, _ = fitted(cell.float(), explicit=("boundary",))  # the user's own choice is kept
     assert model["boundary"] == "dirichlet"
     assert ring_cost(node + 1e-4 * cell) < RING_TOLERANCE  # near-wall values, as the strided 421 data
+
+
+def test_darcy_attention_runs_on_the_whole_grid_up_to_24_points_a_side():
+    task = resolve(load_preset("darcy-gt")).task
+
+    def fitted(preset, side, **over):
+        cfg, explicit = apply_overrides(load_preset(preset), over)
+        return task.fit_model(resolve(cfg).model, Bundle({}, {}, "cell", (side, side), (side, side)), explicit)
+
+    for side in (8, 16, 17, 24):
+        model, notes = fitted("darcy-gt", side)
+        assert model["coarse_size"] == side and any(f"coarse_size 43 -> {side}" in n for n in notes)
+        assert fitted("darcy-gt-cpu", side)[0]["coarse_size"] == side  # its 29 does not fit either
+    for side in (25, 33):
+        assert fitted("darcy-gt", side)[0]["coarse_size"] is None  # the automatic 0.3 ratio (33 -> 11)
+    assert fitted("darcy-gt", 17, coarse_size=6)[0]["coarse_size"] == 6  # the user's own grid is kept
