@@ -64,3 +64,14 @@ def test_cards_are_plain_json_without_paths_outside_the_repo():
     for name in BUNDLED:
         text = json.dumps(pretrained_card(name))
         assert "/work/" not in text and "/home/" not in text and "/tmp/" not in text
+
+
+def test_a_grid_too_coarse_for_the_model_is_a_one_line_error(tmp_path, capsys, one_thread):
+    from opformer.pde.generate import generate_dataset, make_recipe
+
+    data = generate_dataset(make_recipe("darcy", n_samples=2, resolution=17), tmp_path / "d17.h5", workers=1,
+                            progress=False)
+    assert main(["predict", "darcy33-gt", "--data", str(data), "--out", str(tmp_path / "p.npz")]) == 2
+    err = capsys.readouterr().err
+    assert "cannot predict on the 17x17 grid" in err and "trained on 33x33" in err and "Traceback" not in err
+    assert not (tmp_path / "p.npz").exists()

@@ -123,7 +123,12 @@ class Predictor:
         if lead_time is not None:
             lead_time = torch.as_tensor(lead_time, dtype=input.dtype).reshape(-1).expand(input.shape[0])
             lead_time = lead_time.to(self.device)
-        return self.operator(input.to(self.device), coords.to(self.device), lead_time)
+        try:
+            return self.operator(input.to(self.device), coords.to(self.device), lead_time)
+        except ValueError as exc:  # the model's own input checks (a grid too coarse for its modes, ...)
+            grid = "x".join(map(str, input.shape[1:-1]))
+            raise ConfigError(f"this model cannot predict on the {grid} grid of these inputs: {exc} (it was "
+                              f"trained on {'x'.join(map(str, self.artifact['input_grid']))})") from None
 
     def predict(self, inputs, coords=None, batch_size: int = 32):
         as_torch = torch.is_tensor(inputs)
