@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Optional, Union
 
 import numpy as np
 import torch
 
+from ..atomic import atomic_write_bytes, atomic_write_text
 from ..config import ConfigError
 from ..data.datasets import UnitGaussianNormalizer
 from .base import Bundle, Operator, Task, get_task, options_from
@@ -27,8 +27,6 @@ from .losses import rel_l2
 __all__ = ["FORMAT", "LoadError", "Predictor", "load", "make_artifact", "read_checkpoint"]
 
 FORMAT = "opformer-model/1"
-_UMASK = os.umask(0o022)  # read once (os.umask can only be read by setting it)
-os.umask(_UMASK)
 
 
 class LoadError(ValueError):
@@ -238,36 +236,14 @@ class Predictor:
 
     def save_pretrained(self, directory: Union[str, os.PathLike]) -> Path:
         """Write ``config.json`` and ``model.safetensors`` into ``directory`` (each file atomically)."""
-        from safetensors.torch import save_file
+        from safetensors.torch import save
 
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         state = {k: v.detach().cpu().contiguous() for k, v in self.operator.state_dict().items()}
-        fd, tmp = tempfile.mkstemp(prefix=".model-", suffix=".tmp", dir=directory)
-        os.close(fd)
-        try:
-            save_file(state, tmp, metadata={"format": FORMAT})
-            os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp's file is private; the result gets the usual mode
-            os.replace(tmp, directory / "model.safetensors")
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-        _atomic_text(directory / "config.json", json.dumps(self.artifact, indent=2))
+        atomic_write_bytes(directory / "model.safetensors", save(state, metadata={"format": FORMAT}))
+        atomic_write_text(directory / "config.json", json.dumps(self.artifact, indent=2))
         return directory
-
-
-def _atomic_text(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o666 & ~_UMASK)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 def _check_artifact(artifact, where: Path) -> dict:

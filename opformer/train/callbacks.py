@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Iterator, Optional
@@ -14,8 +11,7 @@ import torch
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 from torch.utils.data import Sampler
 
-_UMASK = os.umask(0o022)
-os.umask(_UMASK)
+from ..atomic import replacing
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -27,7 +23,7 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     def save_checkpoint(self, checkpoint: dict[str, Any], path, storage_options: Optional[Any] = None) -> None:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        with _replacing(path, "wb") as fh:
+        with replacing(path, "wb") as fh:
             torch.save(checkpoint, fh)
 
     def load_checkpoint(self, path, map_location: Optional[Any] = lambda storage, loc: storage,
@@ -74,46 +70,6 @@ class EpochLine(L.Callback):
         # the epoch index counts from 0, as in metrics.csv, metrics.json and the notes; [done/total] is the progress
         print(f"epoch {trainer.current_epoch} [{trainer.current_epoch + 1}/{trainer.max_epochs}]{vals}  {dt:.2f} "
               f"s/epoch  eta {left * dt / 60:.1f} min", flush=True)
-
-
-def atomic_write_text(path, text: str) -> None:
-    """Write a text file through a temporary file of its own, fsync and an atomic rename (then fsync the directory)."""
-    with _replacing(Path(path), "w") as fh:
-        fh.write(text)
-
-
-@contextlib.contextmanager
-def _replacing(path: Path, mode: str):
-    """An open temporary file ``.NAME.XXXXXX.tmp`` next to ``path`` (a unique name, so concurrent or failed writers
-    never share or leave one); on success it is flushed, fsynced and renamed over ``path``, and the directory is
-    fsynced so the rename survives a power cut; on any failure it is removed."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, mode) as fh:
-            os.fchmod(fh.fileno(), 0o666 & ~_UMASK)  # mkstemp's file is private; the result gets the usual mode
-            yield fh
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    fsync_dir(path.parent)
-
-
-def fsync_dir(directory) -> None:
-    """Make the entries of ``directory`` (a rename, a new file) durable; a no-op where directories cannot be opened."""
-    try:
-        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 class EpochShuffleSampler(Sampler[int]):

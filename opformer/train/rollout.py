@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Optional
 
 import numpy as np
+
+from ..atomic import atomic_write_text, replacing
 
 __all__ = ["register", "rollout_file"]
 
@@ -113,13 +113,12 @@ def rollout_file(model, *, data, mode="direct", step: Optional[float] = None, ti
                "mean_rel_l2": float(np.mean(known)) if known else None,
                "mean_rel_l2_in_horizon": _mean([e for e, t in zip(errors, want) if e is not None and t <= horizon]),
                "mean_rel_l2_beyond_horizon": _mean([e for e, t in zip(errors, want) if e is not None and t > horizon])}
-    _atomic(out / "rollout.json", json.dumps(metrics, indent=2))
-    with tempfile.NamedTemporaryFile("w", dir=out, delete=False, suffix=".tmp", newline="") as fh:
+    atomic_write_text(out / "rollout.json", json.dumps(metrics, indent=2))
+    with replacing(out / "rollout.csv", "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["time", "rel_l2"])
         for t, e in zip(want, errors):
             w.writerow([f"{t:g}", "" if e is None else f"{e:.6e}"])
-    os.replace(fh.name, out / "rollout.csv")
     _plots(out / "plots", predictor, want, errors, horizon, mode, traj[show], pred[show], truth_idx)
     metrics["out"] = str(out)
     return metrics
@@ -146,13 +145,6 @@ def _default_out(model: Path, mode: str) -> Path:
     base = model.parent.parent if model.is_file() and model.parent.name == "checkpoints" else (
         model if model.is_dir() else model.parent)
     return base / f"rollout-{mode}"
-
-
-def _atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
 
 
 def _plots(folder: Path, predictor, times, errors, horizon, mode, truth, pred, truth_idx) -> None:

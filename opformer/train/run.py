@@ -23,7 +23,8 @@ import yaml
 from torch.utils.data import DataLoader, Dataset
 
 from .. import __version__
-from .callbacks import AtomicCheckpointIO, EpochLine, EpochShuffleSampler, FlushLoggersOnCheckpoint, atomic_write_text
+from ..atomic import atomic_write_text
+from .callbacks import AtomicCheckpointIO, EpochLine, EpochShuffleSampler, FlushLoggersOnCheckpoint
 from ..config import ConfigError, TrainConfig
 from ..data.datasets import suspicious_samples
 from ..tasks.artifact import LoadError, Predictor, load, make_artifact, read_checkpoint

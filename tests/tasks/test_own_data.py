@@ -178,6 +178,10 @@ def test_save_pretrained_round_trip(own_run, own_file, tmp_path):
     model = opformer.load(own_run / "checkpoints" / "best.ckpt")
     model.save_pretrained(tmp_path / "pre")
     assert sorted(p.name for p in (tmp_path / "pre").iterdir()) == ["config.json", "model.safetensors"]
+    mask = os.umask(0o022)
+    os.umask(mask)
+    for f in (tmp_path / "pre").iterdir():  # written atomically, with the usual mode (not the temporary's 0600)
+        assert oct(f.stat().st_mode & 0o777) == oct(0o666 & ~mask)
     cfg = json.loads((tmp_path / "pre" / "config.json").read_text())
     assert cfg["task"] == "burgers" and cfg["keys"] == ["x", "y"] and cfg["model"]["name"] == "transformer1d"
     again = opformer.load(tmp_path / "pre")

@@ -169,7 +169,8 @@ def test_a_failed_checkpoint_write_keeps_the_old_file_and_leaves_no_temporary(tm
     """A write that fails half-way (a full disk) leaves the previous checkpoint intact and no temporary file; a
     successful one is fsynced, renamed into place and the directory fsynced; temporary names are unique."""
     from opformer.train import callbacks
-    from opformer.train.callbacks import AtomicCheckpointIO, atomic_write_text
+    from opformer.atomic import atomic_write_text
+    from opformer.train.callbacks import AtomicCheckpointIO
 
     path = tmp_path / "checkpoints" / "last.ckpt"
     io = AtomicCheckpointIO()
@@ -208,7 +209,7 @@ def _umask() -> int:
 
 def test_a_failed_text_write_leaves_no_temporary(tmp_path, monkeypatch):
     """atomic_write_text (config.yaml, metrics.json) removes its temporary file when the write fails."""
-    from opformer.train.callbacks import atomic_write_text
+    from opformer.atomic import atomic_write_text
 
     target = tmp_path / "metrics.json"
     atomic_write_text(target, "old")
