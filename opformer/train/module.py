@@ -61,7 +61,6 @@ class OperatorModule(L.LightningModule):
         self._good_state = None  # (weights, optimizer state, epoch) at the start of the epoch
         self._retries_used = 0
         self._recent: collections.deque = collections.deque(maxlen=50)  # the last finite step losses
-        self._epoch_losses: list[float] = []  # this epoch's finite step losses
         self._best_epoch_loss: Optional[float] = None
         self._last_epoch_blown = False  # the state at the next epoch's start is then not a good one
         self.lr_halvings = 0
@@ -90,7 +89,6 @@ class OperatorModule(L.LightningModule):
         # the state a diverged step goes back to (host copies: the device keeps only the live state), refreshed
         # unless the epoch just finished was a blow-up (decided once, on the mean over all ranks, at its end)
         blown, self._last_epoch_blown = self._last_epoch_blown, False
-        self._epoch_losses = []
         self._train_sums = torch.zeros(3, dtype=torch.float64, device=self.device)
         self._train_means = None
         if blown:
@@ -124,13 +122,12 @@ class OperatorModule(L.LightningModule):
     def on_train_epoch_end(self) -> None:
         # the epoch's training metrics, logged once (per-step logging costs milliseconds a step); the values are
         # the means over all ranks already, so sync_dist leaves them unchanged and marks them as global
-        for name, value in self.train_epoch_means().items():
+        means = self.train_epoch_means()
+        for name, value in means.items():
             self.log(name, value, sync_dist=True)
-        if not self._epoch_losses:
+        if not means:
             return
-        mean = statistics.fmean(self._epoch_losses)
-        if self.trainer is not None and self.trainer.world_size > 1:  # one decision for all ranks
-            mean = float(self.trainer.strategy.reduce(torch.tensor(mean, device=self.device), reduce_op="mean"))
+        mean = means["train_loss_epoch"]  # over the samples of every rank: one decision for all ranks
         self._last_epoch_blown = self._blown_epoch(mean)
         if self._last_epoch_blown:
             best = self._best_epoch_loss
@@ -207,7 +204,6 @@ class OperatorModule(L.LightningModule):
             )
         self._last_finite = (self.current_epoch, self.global_step, float(loss.detach()))
         self._recent.append(self._last_finite[2])
-        self._epoch_losses.append(self._last_finite[2])
         bs = l2.shape[0]
         d = loss.detach().to(torch.float64)
         self._train_sums += torch.stack((d * bs, l2.detach().to(torch.float64).sum(), d.new_tensor(float(bs))))
