@@ -25,6 +25,9 @@ from pathlib import Path
 from typing import Optional
 
 import numpy as np
+import torch
+
+from .losses import rel_l2
 
 __all__ = ["PRETRAINED_DIR", "list_pretrained", "pretrained_path", "pretrained_card", "check_error"]
 
@@ -57,11 +60,9 @@ def pretrained_card(name: str) -> dict:
     return json.loads((path / "card.json").read_text())
 
 
-def mean_rel_l2(pred: np.ndarray, target: np.ndarray) -> float:
-    """The mean over samples of ||pred - target|| / ||target|| (each sample flattened), in float64."""
-    p = np.asarray(pred, dtype=np.float64).reshape(len(pred), -1)
-    t = np.asarray(target, dtype=np.float64).reshape(len(target), -1)
-    return float(np.mean(np.linalg.norm(p - t, axis=1) / np.linalg.norm(t, axis=1)))
+def mean_rel_l2(pred, target) -> float:
+    """The mean over samples of the training metric, :func:`~opformer.tasks.losses.rel_l2` (each sample flattened)."""
+    return float(rel_l2(torch.as_tensor(pred), torch.as_tensor(target)).double().mean())
 
 
 def check_samples(check: dict, workdir: Path, workers: int = 1) -> tuple[np.ndarray, np.ndarray]:
