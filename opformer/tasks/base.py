@@ -154,13 +154,15 @@ class Task:
         return Operator(build_model(model_cfg), normalizers.get("input"), normalizers.get("target"))
 
     #: the defaults of a model on small grids: (model name, the largest grid side, {field: (the preset's value, the
-    #: small grid's value)}); a field is changed only when it still has the preset's value (or the preset's value
-    #: passes ``old(value, side)`` when that is a function) and was not set; the new value may be ``new(side)``
+    #: small grid's value)}); a field is changed only when it still has the preset's value and was not set
     small_grid_defaults: tuple = ()
+    #: up to this many points a side, an attention grid (``coarse_size``) larger than the data's grid becomes the
+    #: whole grid instead of the automatic one (0: never)
+    whole_grid_attention: int = 0
 
     def fit_model(self, model_cfg: dict, bundle: Bundle, explicit: set) -> tuple[dict, list[str]]:
         """Adapt grid-dependent sizes of ``model_cfg`` to the data (spectral modes, attention grid, output grid, and
-        the :attr:`small_grid_defaults`).
+        the :attr:`small_grid_defaults` and :attr:`whole_grid_attention`).
 
         A size the user set explicitly (``explicit`` holds the field names) is never changed: when it does not fit,
         :class:`ConfigError` names its flag.  Returns the new config and notes on what was changed."""
@@ -176,9 +178,8 @@ class Task:
         for name, limit, values in self.small_grid_defaults:
             if cfg["name"] != name or side > limit:
                 continue
-            changed = {k: new(side) if callable(new) else new for k, (old, new) in values.items()
-                       if k in fields and k not in explicit and (old(cfg.get(k), side) if callable(old)
-                                                                 else cfg.get(k) == old)}
+            changed = {k: new for k, (old, new) in values.items()
+                       if k in fields and k not in explicit and cfg.get(k) == old}
             if changed:
                 notes.append(f"a small grid ({side} points a side): " + ", ".join(
                     f"{k} {cfg.get(k)} -> {v}" for k, v in changed.items()) + " (set them to keep the preset's)")
@@ -197,8 +198,11 @@ class Task:
             if "coarse_size" in explicit:
                 raise ConfigError(f"--coarse-size {cfg['coarse_size']} is larger than the input grid "
                                   f"{bundle.input_grid[0]}; choose at most {bundle.input_grid[0]}")
-            notes.append(f"attention grid {cfg['coarse_size']} -> automatic for a {bundle.input_grid[0]}-point grid")
-            cfg["coarse_size"] = None
+            n = bundle.input_grid[0]
+            whole = n <= self.whole_grid_attention
+            notes.append(f"attention grid {cfg['coarse_size']} -> {f'{n}, the whole grid,' if whole else 'automatic'} "
+                         f"for a {n}-point grid")
+            cfg["coarse_size"] = n if whole else None
         if "modes" in fields:
             limit = cls.max_modes(cls.config_class(**{k: v for k, v in cfg.items() if k != "name"}), bundle.input_grid)
             if limit < 1:

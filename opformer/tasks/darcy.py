@@ -97,10 +97,8 @@ class DarcyTask(Task):
     # on grids up to 48 points a side the attention models are as accurate at half the width, in half the time;
     # up to 24 a side attention on the whole grid (no CNN down-scaling) is better than on the 0.3-ratio grid and
     # ties FNO2d over three seeds at 17 x 17 (docs/results.md, "The cause on small Darcy grids")
-    small_grid_defaults = (
-        ("transformer2d", 48, {"d_model": (128, 64), "dim_feedforward": (256, 128)}),
-        ("transformer2d", 24, {"coarse_size": (lambda value, side: value is None or value > side, lambda side: side)}),
-    )
+    small_grid_defaults = (("transformer2d", 48, {"d_model": (128, 64), "dim_feedforward": (256, 128)}),)
+    whole_grid_attention = 24
 
     def model_train_overrides(self, short: str) -> dict:
         if short == "fno" or short in SCALABLE_2D:

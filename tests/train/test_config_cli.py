@@ -293,7 +293,7 @@ def test_darcy_attention_runs_on_the_whole_grid_up_to_24_points_a_side():
 
     for side in (8, 16, 17, 24):
         model, notes = fitted("darcy-gt", side)
-        assert model["coarse_size"] == side and any(f"coarse_size 43 -> {side}" in n for n in notes)
+        assert model["coarse_size"] == side and any(f"attention grid 43 -> {side}, the whole grid," in n for n in notes)
         assert fitted("darcy-gt-cpu", side)[0]["coarse_size"] == side  # its 29 does not fit either
     for side in (25, 33):
         assert fitted("darcy-gt", side)[0]["coarse_size"] is None  # the automatic 0.3 ratio (33 -> 11)
