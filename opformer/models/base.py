@@ -210,6 +210,16 @@ class OperatorModel(nn.Module):
         unlimited)."""
         return 1 << 30
 
+    def resolution_note(self, grid: tuple[int, ...]) -> Optional[str]:
+        """One line saying what this model leaves out on ``grid``, or None: on a grid coarser than its spectral
+        modes need, the spectral layers keep only the frequencies the grid resolves (:mod:`opformer.nn.spectral`)."""
+        m = getattr(self.config, "modes", None)
+        limit = self.max_modes(self.config, tuple(grid))
+        if not isinstance(m, int) or limit >= m:
+            return None
+        return (f"the {'x'.join(map(str, grid))} grid resolves {limit} of the {m} Fourier modes per axis that this "
+                f"model keeps; it predicts with those {limit}")
+
     def forward(self, input: Any, coords: Optional[Tensor] = None, lead_time: Optional[Tensor] = None) -> Tensor:
         """``input`` (batch, *grid, in_channels) and ``coords`` (batch, *grid, dim), or a batch dict -> prediction.
 

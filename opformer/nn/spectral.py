@@ -4,7 +4,10 @@ A spectral convolution keeps the lowest ``modes`` Fourier coefficients of every 
 learned complex matrices (one ``in x out`` matrix per kept frequency), drops the other frequencies and transforms
 back.  With ``norm="ortho"`` on both transforms the layer acts on the *function* sampled on the grid, not on the
 sample vector: a band-limited input sampled on two grids gives the same output values at the shared points, which is
-what lets a model trained at one resolution be evaluated at another.
+what lets a model trained at one resolution be evaluated at another.  On a grid too coarse to hold every kept
+frequency, the layer keeps the ones the grid resolves (``kept_modes``) and leaves out the rest, which that grid
+cannot carry in the input or the output: the operator restricted to the grid's band.  A band-limited input then
+gives the same values at the shared points on a fine and on such a coarse grid.
 
 Storage: complex weights are kept as real tensors with a trailing (re, im) axis of size 2, so ``numel()`` counts
 real parameters (the paper's parameter budgets are real counts) and every optimizer sees real tensors; the forward
@@ -41,7 +44,8 @@ class SpectralConv1d(nn.Module):
     (with bias) is FNO's 1x1 convolution ``W`` and the decoder's residual path; ``pointwise=False`` leaves only the
     spectral part.
 
-    Shapes: ``x`` (batch, n, in_channels) -> (batch, n, out_channels); needs ``n // 2 + 1 >= modes``.
+    Shapes: ``x`` (batch, n, in_channels) -> (batch, n, out_channels); on a grid with ``n // 2 + 1 < modes`` only the
+    first ``n // 2 + 1`` frequencies are kept.
     Parameters: ``in * out * modes * 2`` (+ ``in * out + out`` for the pointwise path).
     """
 
@@ -63,20 +67,19 @@ class SpectralConv1d(nn.Module):
             raise ValueError(
                 f"SpectralConv1d expects x of shape (batch, n, in_channels={self.in_channels}), got {tuple(x.shape)}"
             )
-        n = x.shape[1]
-        if n // 2 + 1 < self.modes:
-            raise ValueError(
-                f"SpectralConv1d keeps {self.modes} Fourier modes, which needs a grid of at least "
-                f"{2 * (self.modes - 1)} points (n // 2 + 1 >= modes); got n={n}"
-            )
+
+    def kept_modes(self, n: int) -> int:
+        """The frequencies kept on a grid of ``n`` points: ``modes``, or fewer where the grid resolves fewer."""
+        return min(self.modes, n // 2 + 1)
 
     def spectral(self, x: Tensor) -> Tensor:
         """The spectral part alone: ``irfft(W . rfft(x)[:modes])``, (batch, n, in) -> (batch, n, out)."""
         self._check(x)
-        n, m = x.shape[1], self.modes
+        n = x.shape[1]
+        m = self.kept_modes(n)
         dtype = x.dtype if x.dtype in (torch.float32, torch.float64) else torch.float32
         x_hat = torch.fft.rfft(x.to(dtype), dim=1, norm="ortho")  # (batch, n//2+1, in)
-        w = torch.view_as_complex(self.weight.to(dtype))  # (in, out, modes)
+        w = torch.view_as_complex(self.weight[:, :, :m].to(dtype))  # (in, out, m)
         y_hat = x_hat.new_zeros(x.shape[0], n // 2 + 1, self.out_channels)
         y_hat[:, :m] = torch.einsum("bki,iok->bko", x_hat[:, :m], w)
         return torch.fft.irfft(y_hat, n=n, dim=1, norm="ortho").to(x.dtype)
@@ -93,8 +96,10 @@ class SpectralConv2d(nn.Module):
     ``X[k1, k2]`` (``k1`` in ``0..H-1``, ``k2`` in ``0..W//2``) the blocks ``k1 < m, k2 < m`` (weights ``weight1``)
     and ``k1 >= H - m, k2 < m`` (the negative first-axis frequencies, ``weight2``) are kept, all others set to zero.
 
-    Shapes: ``x`` (batch, H, W, in_channels) -> (batch, H, W, out_channels); needs ``H >= 2 * modes`` (the two
-    blocks must not overlap) and ``W // 2 + 1 >= modes``.  Rectangular grids are fine.
+    Shapes: ``x`` (batch, H, W, in_channels) -> (batch, H, W, out_channels).  All ``modes`` are kept where
+    ``H >= 2 * modes`` (the two blocks do not overlap) and ``W // 2 + 1 >= modes``; on a coarser grid the blocks
+    shrink to the frequencies it resolves (``kept_modes``: ``0..ceil(H/2)-1`` and ``-H//2..-1`` on the first axis,
+    ``0..W//2`` on the second).  Rectangular grids are fine.
     Parameters: ``2 * in * out * modes**2 * 2`` (+ ``in * out + out`` for the pointwise path).
     """
 
@@ -119,25 +124,27 @@ class SpectralConv2d(nn.Module):
                 f"SpectralConv2d expects x of shape (batch, H, W, in_channels={self.in_channels}), "
                 f"got {tuple(x.shape)}"
             )
-        h, w, m = x.shape[1], x.shape[2], self.modes
-        if h < 2 * m or w // 2 + 1 < m:
-            raise ValueError(
-                f"SpectralConv2d keeps {m} x {m} Fourier modes in two blocks, which needs a grid of at least "
-                f"{2 * m} x {2 * (m - 1)} points (H >= 2 * modes, W // 2 + 1 >= modes); got {h} x {w}"
-            )
+
+    def kept_modes(self, h: int, w: int) -> tuple[int, int, int]:
+        """Frequencies kept on an ``h x w`` grid: (non-negative first-axis, negative first-axis, second-axis), each
+        ``modes`` unless the grid resolves fewer."""
+        m = self.modes
+        return min(m, (h + 1) // 2), min(m, h // 2), min(m, w // 2 + 1)
 
     def spectral(self, x: Tensor) -> Tensor:
         """The spectral part alone, (batch, H, W, in) -> (batch, H, W, out)."""
         self._check(x)
         b, h, w, _ = x.shape
         m = self.modes
+        mp, mn, m2 = self.kept_modes(h, w)
         dtype = x.dtype if x.dtype in (torch.float32, torch.float64) else torch.float32
         x_hat = torch.fft.rfft2(x.to(dtype), dim=(1, 2), norm="ortho")  # (batch, H, W//2+1, in)
-        w1 = torch.view_as_complex(self.weight1.to(dtype))  # (in, out, m, m)
-        w2 = torch.view_as_complex(self.weight2.to(dtype))
+        # weight1[..., k, :] acts on frequency k, weight2[..., j, :] on frequency j - m (the last mn of them kept)
+        w1 = torch.view_as_complex(self.weight1[:, :, :mp, :m2].to(dtype))  # (in, out, mp, m2)
+        w2 = torch.view_as_complex(self.weight2[:, :, m - mn :, :m2].to(dtype))
         y_hat = x_hat.new_zeros(b, h, w // 2 + 1, self.out_channels)
-        y_hat[:, :m, :m] = torch.einsum("bxyi,ioxy->bxyo", x_hat[:, :m, :m], w1)
-        y_hat[:, h - m :, :m] = torch.einsum("bxyi,ioxy->bxyo", x_hat[:, h - m :, :m], w2)
+        y_hat[:, :mp, :m2] = torch.einsum("bxyi,ioxy->bxyo", x_hat[:, :mp, :m2], w1)
+        y_hat[:, h - mn :, :m2] = torch.einsum("bxyi,ioxy->bxyo", x_hat[:, h - mn :, :m2], w2)
         return torch.fft.irfft2(y_hat, s=(h, w), dim=(1, 2), norm="ortho").to(x.dtype)
 
     def forward(self, x: Tensor) -> Tensor:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from pathlib import Path
 from typing import Optional, Union
 
@@ -97,6 +98,7 @@ class Predictor:
         self.task = task
         self.options = options
         self.run_config = run_config  # the training run's config (checkpoints only): its data, for eval and rollout
+        self._noted: set = set()
 
     @property
     def grid(self) -> str:
@@ -121,9 +123,14 @@ class Predictor:
         if lead_time is not None:
             lead_time = torch.as_tensor(lead_time, dtype=input.dtype).reshape(-1).expand(input.shape[0])
             lead_time = lead_time.to(self.device)
+        note = self.operator.resolution_note(tuple(input.shape[1:-1]))
+        if note is not None and note not in self._noted:  # once per grid
+            self._noted.add(note)
+            trained = "x".join(map(str, self.artifact["input_grid"]))
+            warnings.warn(f"{note} (it was trained on {trained})", UserWarning, stacklevel=1)
         try:
             return self.operator(input.to(self.device), coords.to(self.device), lead_time)
-        except ValueError as exc:  # the model's own input checks (a grid too coarse for its modes, ...)
+        except ValueError as exc:  # the model's own input checks (a grid smaller than its patches, ...)
             grid = "x".join(map(str, input.shape[1:-1]))
             raise ConfigError(f"this model cannot predict on the {grid} grid of these inputs: {exc} (it was "
                               f"trained on {'x'.join(map(str, self.artifact['input_grid']))})") from None

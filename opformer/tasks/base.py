@@ -88,6 +88,11 @@ class Operator(nn.Module):
             y = y * ring
         return y
 
+    def resolution_note(self, grid: tuple[int, ...]) -> Optional[str]:
+        """What the model leaves out on ``grid`` (Fourier modes a coarse grid cannot hold), or None."""
+        note = getattr(self.model, "resolution_note", None)
+        return note(grid) if note is not None else None
+
 
 def grid_coords(kind: str, shape: tuple) -> np.ndarray:
     """Coordinates ``(*shape, d)`` of a grid in [0, 1]^d: "periodic" j/n, "node" i/(n-1), "cell" (i + 1/2)/n."""

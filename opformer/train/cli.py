@@ -292,8 +292,9 @@ def _eval(args: argparse.Namespace) -> int:
               f"test recipe, regenerated (recorded {check['test_rel_l2']:.4e})")
         return 0
     try:
-        m = evaluate(args.model, data=args.data, keys=_keys(args.keys), resolution=args.resolution, out=args.out,
-                     batch_size=args.batch_size)
+        with _one_line_warnings():
+            m = evaluate(args.model, data=args.data, keys=_keys(args.keys), resolution=args.resolution, out=args.out,
+                         batch_size=args.batch_size)
     except _errors() as exc:
         return _fail(str(exc))
     grid = "x".join(map(str, m["resolution"]))
@@ -306,8 +307,9 @@ def _predict(args: argparse.Namespace) -> int:
     from .run import predict
 
     try:
-        s = predict(args.model, data=args.data, out=args.out, keys=_keys(args.keys), resolution=args.resolution,
-                    batch_size=args.batch_size)
+        with _one_line_warnings():
+            s = predict(args.model, data=args.data, out=args.out, keys=_keys(args.keys), resolution=args.resolution,
+                        batch_size=args.batch_size)
         if args.save_pretrained:
             from ..tasks.artifact import load
 

@@ -124,16 +124,43 @@ def test_spectral_parameter_counts_count_real_numbers():
     assert count(SpectralConv1d(96, 48, 16, pointwise=False)) == 147_456
 
 
-def test_spectral_convs_reject_small_grids_and_wrong_channels():
-    conv1, conv2 = SpectralConv1d(2, 2, 16), SpectralConv2d(2, 2, 12)
-    with pytest.raises(ValueError, match=r"at least 30 points.*got n=20"):
-        conv1(torch.randn(1, 20, 2))
+def test_spectral_convs_reject_wrong_channels_and_modes():
+    conv1 = SpectralConv1d(2, 2, 16)
     with pytest.raises(ValueError, match=r"in_channels=2"):
         conv1(torch.randn(1, 64, 3))
-    with pytest.raises(ValueError, match=r"at least 24 x 22 points.*got 23 x 40"):
-        conv2(torch.randn(1, 23, 40, 2))
     with pytest.raises(ValueError, match=r"modes must be a positive int"):
         SpectralConv1d(2, 2, 0)
+
+
+@pytest.mark.parametrize("coarse, factor", [(16, 3), (15, 3), (9, 4)])
+def test_a_grid_too_coarse_for_the_modes_keeps_the_ones_it_resolves(coarse, factor):
+    """Modes 12 on a grid of 16, 15 or 9 points a side (which hold 8/8, 8/7 and 5/4 non-negative/negative
+    frequencies): a function band-limited below the coarse grid's Nyquist frequency gives, at the shared points,
+    the output of a fine grid that holds all 12 modes.  The kept weights are the ones the fine grid uses for the
+    same frequencies, so this fails if a block is shifted (weight2's last rows act on -mn..-1)."""
+    torch.manual_seed(1)
+    conv1, conv2 = SpectralConv1d(1, 2, 12).double(), SpectralConv2d(1, 2, 12).double()
+    top = (coarse - 1) // 2  # the highest frequency both grids hold without aliasing
+    fine = coarse * factor
+    assert fine // 2 + 1 >= 12 and fine >= 24 and top < 12
+    assert conv1.kept_modes(coarse) == min(12, coarse // 2 + 1)
+    assert conv2.kept_modes(coarse, coarse) == ((coarse + 1) // 2, coarse // 2, min(12, coarse // 2 + 1))
+
+    def f(t):
+        return sum(torch.cos(2 * math.pi * k * t + 0.3 * k) / (1 + k) for k in range(top + 1))
+
+    def g(x, y):
+        return sum(torch.sin(2 * math.pi * (k * x - j * y) + 0.1 * k + 0.2 * j) / (1 + abs(k) + j)
+                   for k in range(-top, top + 1) for j in range(top + 1))
+
+    out1, out2 = [], []
+    for n in (coarse, fine):
+        t = torch.arange(n, dtype=torch.float64) / n
+        out1.append(conv1(f(t)[None, :, None]))
+        xx, yy = torch.meshgrid(t, t, indexing="ij")
+        out2.append(conv2(g(xx, yy)[None, :, :, None]))
+    torch.testing.assert_close(out1[1][:, ::factor], out1[0], rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(out2[1][:, ::factor, ::factor], out2[0], rtol=1e-10, atol=1e-10)
 
 
 def test_spectral_conv_backward_reaches_the_complex_weights():
