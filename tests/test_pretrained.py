@@ -69,20 +69,28 @@ def test_cards_are_plain_json_without_paths_outside_the_repo():
 def test_a_grid_too_coarse_for_the_model_is_a_one_line_error(tmp_path, capsys, one_thread):
     data = tmp_path / "d3.npz"  # 3 x 3 points: less than one of scOT's 4 x 4 patches
     np.savez(data, coeff=np.full((2, 3, 3), 3.0), sol=np.zeros((2, 3, 3)))
-    assert main(["predict", "darcy33-scot", "--data", str(data), "--out", str(tmp_path / "p.npz")]) == 2
+    argv = ["predict", "darcy33-scot", "--data", str(data), "--out", str(tmp_path / "p.npz")]
+    assert main(argv + ["--resample", "never"]) == 2  # on the 3 x 3 grid itself
     err = capsys.readouterr().err
     assert "cannot predict on the 3x3 grid" in err and "trained on 33x33" in err and "Traceback" not in err
     assert not (tmp_path / "p.npz").exists()
 
 
-def test_a_grid_coarser_than_the_models_modes_predicts_with_a_one_line_note(tmp_path, capsys, one_thread):
+def test_another_grid_runs_on_the_training_grid_or_with_the_modes_it_resolves(tmp_path, capsys, one_thread):
+    """darcy33-gt on 17 x 17 data: by default on its 33 x 33 training grid (its CNN layers act on grid cells), with
+    --resample never on the 17 x 17 grid itself with 8 of its 12 Fourier modes; each says so in one line."""
     from opformer.pde.generate import generate_dataset, make_recipe
 
     data = generate_dataset(make_recipe("darcy", n_samples=2, resolution=17), tmp_path / "d17.h5", workers=1,
                             progress=False)
-    assert main(["predict", "darcy33-gt", "--data", str(data), "--out", str(tmp_path / "p.npz")]) == 0
-    err = capsys.readouterr().err
-    assert "opformer: warning: the 17x17 grid resolves 8 of the 12 Fourier modes" in err
-    assert "trained on 33x33" in err and "Traceback" not in err
-    with np.load(tmp_path / "p.npz") as f:
-        assert np.isfinite(f[list(f.keys())[0]]).all()
+    preds = {}
+    for mode, note in (("auto", "runs on its 33x33 training grid: the inputs on 17x17 are interpolated"),
+                       ("never", "the 17x17 grid resolves 8 of the 12 Fourier modes")):
+        out = tmp_path / f"p-{mode}.npz"
+        assert main(["predict", "darcy33-gt", "--data", str(data), "--out", str(out), "--resample", mode]) == 0
+        err = capsys.readouterr().err
+        assert f"opformer: warning: " in err and note in err and "Traceback" not in err
+        with np.load(out) as f:
+            preds[mode] = f["prediction"]
+        assert preds[mode].shape == (2, 17, 17) and np.isfinite(preds[mode]).all()
+    assert np.abs(preds["auto"] - preds["never"]).max() > 1e-3

@@ -210,6 +210,13 @@ class OperatorModel(nn.Module):
         unlimited)."""
         return 1 << 30
 
+    @property
+    def grid_bound(self) -> bool:
+        """True when layers act on grid cells (convolutions, patches) rather than on the function, so the model is
+        most accurate on its training grid; a loaded model then runs there on other grids (``opformer.load``,
+        ``resample``).  Models without such layers, or with an internal grid of their own, return False."""
+        return False
+
     def resolution_note(self, grid: tuple[int, ...]) -> Optional[str]:
         """One line saying what this model leaves out on ``grid``, or None: on a grid coarser than its spectral
         modes need, the spectral layers keep only the frequencies the grid resolves (:mod:`opformer.nn.spectral`)."""

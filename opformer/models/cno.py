@@ -104,6 +104,10 @@ class CNO(OperatorModel):
     config_class = CNOConfig
     spatial_dim = 2
 
+    @property
+    def grid_bound(self) -> bool:
+        return self.config.grid_size is None  # convolutions on grid cells, unless it runs on its own grid
+
     def __init__(self, config: Optional[CNOConfig] = None, **kwargs):
         super().__init__(config, **kwargs)
         cfg = self.config

@@ -141,6 +141,10 @@ class ScOT(OperatorModel):
     config_class = ScOTConfig
     spatial_dim = 2
 
+    @property
+    def grid_bound(self) -> bool:
+        return True  # patches and windows of grid cells
+
     def __init__(self, config: Optional[ScOTConfig] = None, **kwargs):
         super().__init__(config, **kwargs)
         cfg = self.config

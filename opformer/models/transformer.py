@@ -192,6 +192,10 @@ class Transformer2d(OperatorModel):
     spatial_dim = 2
     square_only = True
 
+    @property
+    def grid_bound(self) -> bool:
+        return True  # the CiNN convolutions act on cells of the fine grid
+
     def __init__(self, config: Optional[Transformer2dConfig] = None, **kwargs):
         super().__init__(config, **kwargs)
         cfg = self.config

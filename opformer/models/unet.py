@@ -93,6 +93,10 @@ class UNet(OperatorModel):
     config_class = UNetConfig
     spatial_dim = 2
 
+    @property
+    def grid_bound(self) -> bool:
+        return True  # 3 x 3 convolutions and pooling on grid cells
+
     def __init__(self, config: Optional[UNetConfig] = None, **kwargs):
         super().__init__(config, **kwargs)
         cfg = self.config

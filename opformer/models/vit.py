@@ -98,6 +98,10 @@ class ViT(OperatorModel):
     config_class = ViTConfig
     spatial_dim = 2
 
+    @property
+    def grid_bound(self) -> bool:
+        return self.config.grid_size is None  # patches of grid cells, unless it runs on its own grid
+
     def __init__(self, config: Optional[ViTConfig] = None, **kwargs):
         super().__init__(config, **kwargs)
         cfg = self.config

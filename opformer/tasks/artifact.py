@@ -22,7 +22,7 @@ import torch
 from ..atomic import atomic_write_bytes, atomic_write_text
 from ..config import ConfigError
 from ..data.datasets import UnitGaussianNormalizer
-from .base import Bundle, Operator, Task, get_task, options_from
+from .base import Bundle, Operator, Task, get_task, grid_coords, options_from
 from .losses import rel_l2
 
 __all__ = ["FORMAT", "LoadError", "Predictor", "load", "make_artifact", "read_checkpoint"]
@@ -84,6 +84,30 @@ def read_checkpoint(path: Union[str, os.PathLike]) -> dict:
     return ck
 
 
+#: where a loaded model runs on a grid other than its training grid: "auto" (on the training grid for models whose
+#: layers act on grid cells, ``grid_bound``), "always" (on the training grid), "never" (on the data's grid)
+RESAMPLE = ("auto", "always", "never")
+
+
+def _interpolation_matrix(kind: str, n_in: int, n_out: int) -> np.ndarray:
+    """(n_out, n_in) weights of linear interpolation between two grids of the same kind on [0, 1]."""
+    x_in, x_out = grid_coords(kind, (n_in,))[:, 0], grid_coords(kind, (n_out,))[:, 0]
+    period = 1.0 if kind == "periodic" else None
+    eye = np.eye(n_in)
+    return np.stack([np.interp(x_out, x_in, eye[j], period=period) for j in range(n_in)], axis=1)
+
+
+def resample_grid(t: torch.Tensor, kind: str, shape) -> torch.Tensor:
+    """``t`` (batch, *grid, channels) on a grid of ``kind`` -> (batch, *shape, channels) by linear interpolation
+    along each axis (periodic grids wrap around; cell and node grids keep their end values beyond the outermost
+    points)."""
+    for axis, n in enumerate(shape, start=1):
+        if t.shape[axis] != n:
+            w = torch.as_tensor(_interpolation_matrix(kind, t.shape[axis], n), dtype=t.dtype, device=t.device)
+            t = torch.movedim(torch.tensordot(w, torch.movedim(t, axis, 0), dims=1), 0, axis)
+    return t
+
+
 class Predictor:
     """A trained operator in evaluation mode, physical units in and out.
 
@@ -92,13 +116,17 @@ class Predictor:
     kind of array (a channel axis of size 1 is dropped when the input had none).
     """
 
-    def __init__(self, operator: Operator, artifact: dict, task: Task, options, run_config: Optional[dict] = None):
+    def __init__(self, operator: Operator, artifact: dict, task: Task, options, run_config: Optional[dict] = None,
+                 resample: str = "auto"):
         self.operator = operator.eval()
         self.artifact = artifact
         self.task = task
         self.options = options
         self.run_config = run_config  # the training run's config (checkpoints only): its data, for eval and rollout
         self._noted: set = set()
+        if resample not in RESAMPLE:
+            raise ConfigError(f"resample must be one of {', '.join(RESAMPLE)}, got {resample!r}")
+        self.resample = resample  # see RESAMPLE
 
     @property
     def grid(self) -> str:
@@ -123,11 +151,34 @@ class Predictor:
         if lead_time is not None:
             lead_time = torch.as_tensor(lead_time, dtype=input.dtype).reshape(-1).expand(input.shape[0])
             lead_time = lead_time.to(self.device)
-        note = self.operator.resolution_note(tuple(input.shape[1:-1]))
-        if note is not None and note not in self._noted:  # once per grid
-            self._noted.add(note)
-            trained = "x".join(map(str, self.artifact["input_grid"]))
-            warnings.warn(f"{note} (it was trained on {trained})", UserWarning, stacklevel=1)
+        grid, trained = tuple(input.shape[1:-1]), tuple(self.artifact["input_grid"])
+        if self.runs_on_training_grid(grid):
+            self._note(f"this model runs on its {'x'.join(map(str, trained))} training grid: the inputs on "
+                       f"{'x'.join(map(str, grid))} are interpolated to it and its predictions back (resample "
+                       f"'never' runs it on the data's grid)")
+            kind = self.artifact["grid"]
+            c = torch.as_tensor(grid_coords(kind, trained), dtype=coords.dtype)[None]
+            y = self._run(resample_grid(input, kind, trained), c, lead_time)
+            return resample_grid(y, kind, grid) if tuple(y.shape[1:-1]) == trained else y
+        note = self.operator.resolution_note(grid)
+        if note is not None:
+            self._note(f"{note} (it was trained on {'x'.join(map(str, trained))})")
+        return self._run(input, coords, lead_time)
+
+    def runs_on_training_grid(self, grid) -> bool:
+        """Whether inputs on ``grid`` are interpolated to the training grid and the predictions back (``resample``:
+        "auto" does so for models whose layers act on grid cells, see ``OperatorModel.grid_bound``)."""
+        trained = tuple(self.artifact["input_grid"])
+        if self.resample == "never" or tuple(grid) == trained or len(grid) != len(trained):
+            return False
+        return self.resample == "always" or bool(getattr(self.operator.model, "grid_bound", False))
+
+    def _note(self, text: str) -> None:
+        if text not in self._noted:  # once per grid
+            self._noted.add(text)
+            warnings.warn(text, UserWarning, stacklevel=1)
+
+    def _run(self, input, coords, lead_time):
         try:
             return self.operator(input.to(self.device), coords.to(self.device), lead_time)
         except ValueError as exc:  # the model's own input checks (a grid smaller than its patches, ...)
@@ -262,9 +313,16 @@ def _check_artifact(artifact, where: Path) -> dict:
     return artifact
 
 
-def load(path: Union[str, os.PathLike], device: Optional[Union[str, torch.device]] = None) -> Predictor:
+def load(path: Union[str, os.PathLike], device: Optional[Union[str, torch.device]] = None,
+         resample: str = "auto") -> Predictor:
     """The trained model at ``path`` (a checkpoint file or a ``save_pretrained`` directory), or the bundled model of
-    that name (``opformer.load("burgers-ft")``, :mod:`opformer.tasks.pretrained`), in evaluation mode."""
+    that name (``opformer.load("burgers-ft")``, :mod:`opformer.tasks.pretrained`), in evaluation mode.
+
+    ``resample``: on a grid other than the training grid, "auto" runs models whose layers act on grid cells (the
+    2D transformers' CNN parts, U-Net, scOT, ...) on their training grid, with the inputs interpolated to it and the
+    predictions back; "always" does so for every model, "never" for none (``RESAMPLE``)."""
+    if resample not in RESAMPLE:
+        raise ConfigError(f"resample must be one of {', '.join(RESAMPLE)}, got {resample!r}")
     from .pretrained import list_pretrained, pretrained_path
 
     path = Path(path)
@@ -302,7 +360,7 @@ def load(path: Union[str, os.PathLike], device: Optional[Union[str, torch.device
         operator.load_state_dict(state, strict=True)
     except (ConfigError, ValueError, RuntimeError, TypeError) as exc:
         raise LoadError(f"{path}: the weights do not fit the described model ({str(exc).splitlines()[0]})") from None
-    predictor = Predictor(operator, artifact, task, options, run_config)
+    predictor = Predictor(operator, artifact, task, options, run_config, resample=resample)
     if device is not None:
         predictor.to(device)
     return predictor

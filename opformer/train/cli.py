@@ -47,6 +47,8 @@ def register(sub) -> None:
     e.add_argument("--keys", help="input and target array names, INPUT,TARGET (default: the training keys)")
     e.add_argument("--resolution", type=int, help="evaluation grid, a stride of the stored one (e.g. 2048)")
     e.add_argument("--batch-size", type=int, default=32)
+    e.add_argument("--resample", choices=("auto", "always", "never"), default="auto",
+                   help="on a grid other than the training grid: auto runs models whose layers act on grid cells (2D transformers, U-Net, scOT, ...) on their training grid, inputs interpolated to it and predictions back; always: every model; never: none (default auto)")
     e.add_argument("--out", help="output directory (default: RUN/eval-GRID)")
     e.set_defaults(func=_eval)
 
@@ -56,6 +58,8 @@ def register(sub) -> None:
     q.add_argument("--keys", help="INPUT[,TARGET] array names (default: the training keys)")
     q.add_argument("--resolution", type=int, help="predict on a stride of the stored grid")
     q.add_argument("--batch-size", type=int, default=32)
+    q.add_argument("--resample", choices=("auto", "always", "never"), default="auto",
+                   help="on a grid other than the training grid: auto runs models whose layers act on grid cells (2D transformers, U-Net, scOT, ...) on their training grid, inputs interpolated to it and predictions back; always: every model; never: none (default auto)")
     q.add_argument("--out", required=True, help="output .npz: prediction, and rel_l2 per sample with targets")
     q.add_argument("--save-pretrained", metavar="DIR",
                    help="also write the model as DIR/config.json + DIR/model.safetensors")
@@ -294,7 +298,7 @@ def _eval(args: argparse.Namespace) -> int:
     try:
         with _one_line_warnings():
             m = evaluate(args.model, data=args.data, keys=_keys(args.keys), resolution=args.resolution, out=args.out,
-                         batch_size=args.batch_size)
+                         batch_size=args.batch_size, resample=args.resample)
     except _errors() as exc:
         return _fail(str(exc))
     grid = "x".join(map(str, m["resolution"]))
@@ -309,7 +313,7 @@ def _predict(args: argparse.Namespace) -> int:
     try:
         with _one_line_warnings():
             s = predict(args.model, data=args.data, out=args.out, keys=_keys(args.keys), resolution=args.resolution,
-                        batch_size=args.batch_size)
+                        batch_size=args.batch_size, resample=args.resample)
         if args.save_pretrained:
             from ..tasks.artifact import load
 

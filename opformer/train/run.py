@@ -503,11 +503,12 @@ def _test_set(predictor: Predictor, data: Optional[str], keys, resolution: Optio
 
 
 def evaluate(checkpoint, *, data: Optional[str] = None, keys=None, resolution: Optional[int] = None, out=None,
-             batch_size: int = 32, plot_samples: int = 4) -> dict:
+             batch_size: int = 32, plot_samples: int = 4, resample: str = "auto") -> dict:
     """Test error of a trained model on ``data`` (every sample is a test sample) or, without ``data``, on its run's
-    own test split; at the file's resolution or ``resolution``.  Writes metrics.json and a prediction plot."""
+    own test split; at the file's resolution or ``resolution``.  Writes metrics.json and a prediction plot.
+    ``resample``: see :func:`opformer.load`."""
     checkpoint = Path(checkpoint)
-    predictor = load(checkpoint)
+    predictor = load(checkpoint, resample=resample)
     started = time.perf_counter()
     bundle, source = _test_set(predictor, data, keys, resolution)
     test = bundle.datasets["test"]
@@ -523,6 +524,7 @@ def evaluate(checkpoint, *, data: Optional[str] = None, keys=None, resolution: O
         "checkpoint": str(checkpoint),
         "data": source,
         "resolution": list(bundle.input_grid),
+        "on_training_grid": predictor.runs_on_training_grid(tuple(bundle.input_grid)),
         "test_rel_l2": float(np.mean(errs)),
         "n_test": len(test),
         "seconds": round(time.perf_counter() - started, 2),
@@ -535,7 +537,8 @@ def evaluate(checkpoint, *, data: Optional[str] = None, keys=None, resolution: O
     return metrics
 
 
-def predict(model, *, data: str, out, keys=None, resolution: Optional[int] = None, batch_size: int = 32) -> dict:
+def predict(model, *, data: str, out, keys=None, resolution: Optional[int] = None, batch_size: int = 32,
+            resample: str = "auto") -> dict:
     """Predictions of a trained model for every sample of ``data``, written to ``out`` (.npz) with the per-sample
     relative L2 errors when the file holds targets.  Returns a summary."""
     from ..data.readers import open_source
@@ -546,7 +549,7 @@ def predict(model, *, data: str, out, keys=None, resolution: Optional[int] = Non
         raise ConfigError(f"--out {out}: predictions are written as .npz; give a file name ending in .npz")
     if out.exists() and out.is_dir():
         raise ConfigError(f"--out {out} is a directory; give a file name ending in .npz")
-    predictor = load(model)
+    predictor = load(model, resample=resample)
     keys = list(keys) if keys else list(predictor.artifact.get("keys"))
     if len(keys) not in (1, 2):
         raise ConfigError(f"--keys needs INPUT or INPUT,TARGET, got {','.join(keys)}")
