@@ -89,6 +89,12 @@ def read_checkpoint(path: Union[str, os.PathLike]) -> dict:
 RESAMPLE = ("auto", "always", "never")
 
 
+def _check_resample(resample) -> str:
+    if resample not in RESAMPLE:
+        raise ConfigError(f"resample must be one of {', '.join(RESAMPLE)}, got {resample!r}")
+    return resample
+
+
 def _interpolation_matrix(kind: str, n_in: int, n_out: int) -> np.ndarray:
     """(n_out, n_in) weights of linear interpolation between two grids of the same kind on [0, 1]."""
     x_in, x_out = grid_coords(kind, (n_in,))[:, 0], grid_coords(kind, (n_out,))[:, 0]
@@ -124,9 +130,7 @@ class Predictor:
         self.options = options
         self.run_config = run_config  # the training run's config (checkpoints only): its data, for eval and rollout
         self._noted: set = set()
-        if resample not in RESAMPLE:
-            raise ConfigError(f"resample must be one of {', '.join(RESAMPLE)}, got {resample!r}")
-        self.resample = resample  # see RESAMPLE
+        self.resample = _check_resample(resample)  # see RESAMPLE
 
     @property
     def grid(self) -> str:
@@ -321,8 +325,7 @@ def load(path: Union[str, os.PathLike], device: Optional[Union[str, torch.device
     ``resample``: on a grid other than the training grid, "auto" runs models whose layers act on grid cells (the
     2D transformers' CNN parts, U-Net, scOT, ...) on their training grid, with the inputs interpolated to it and the
     predictions back; "always" does so for every model, "never" for none (``RESAMPLE``)."""
-    if resample not in RESAMPLE:
-        raise ConfigError(f"resample must be one of {', '.join(RESAMPLE)}, got {resample!r}")
+    _check_resample(resample)  # before any file is read
     from .pretrained import list_pretrained, pretrained_path
 
     path = Path(path)

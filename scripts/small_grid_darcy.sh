@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# The small-grid Darcy rows of docs/results.md: "The cause on small Darcy grids" (GT/FT against FNO2d at 17^2 and
+# 33^2 with the ring fix) and "Train at one grid, evaluate at another" (every 17^2 model on the 33^2 test set and
+# every 33^2 model on the 17^2 one, on the data's grid and on the training grid).  CPU-reduced, one torch thread a
+# run; the 17^2 runs take 5-15 minutes each, the 33^2 ones 15-60 minutes on a 2-core AMD EPYC.
+#   bash scripts/small_grid_darcy.sh              # then: python scripts/collect_results.py --spread runs/small-grid/17
+# SEEDS: the seeds of the 17^2 rows (default "1127802 2 3"); DATA, OUT: where the data and the runs go.
+set -euo pipefail
+DATA=${DATA:-data}
+OUT=${OUT:-runs/small-grid}
+SEEDS=${SEEDS:-"1127802 2 3"}
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+mkdir -p "$DATA" "$OUT"
+
+# the data: cell-centred solves made directly on each grid; a 17^2 file, a 33^2 training file, an independent 33^2
+# test file (random stream 1)
+[ -f "$DATA/d17.h5" ] || opformer data darcy --samples 1000 --resolution 17 --seed 0 --out "$DATA/d17.h5"
+[ -f "$DATA/d33b.h5" ] || opformer data darcy --samples 1124 --resolution 33 --seed 0 --out "$DATA/d33b.h5"
+[ -f "$DATA/d33_test.h5" ] || opformer data darcy --samples 100 --resolution 33 --seed 1 --out "$DATA/d33_test.h5"
+# the 17^2 test set as a file of its own: the last 100 samples of d17.h5, which the 17^2 runs hold out
+[ -f "$DATA/d17_test.h5" ] || python - "$DATA/d17.h5" "$DATA/d17_test.h5" <<'PY'
+import sys
+
+import h5py
+
+with h5py.File(sys.argv[1], "r") as src, h5py.File(sys.argv[2] + ".partial", "w") as dst:
+    for key in ("coeff", "sol", "done"):
+        dst[key] = src[key][-100:]
+    for key in ("x", "y"):
+        dst[key] = src[key][:]
+    for key, value in src.attrs.items():
+        dst.attrs[key] = value
+    dst.attrs["n_samples"], dst.attrs["start"], dst.attrs["stop"] = 100, src["coeff"].shape[0] - 100, src["coeff"].shape[0]
+import os
+
+os.replace(sys.argv[2] + ".partial", sys.argv[2])
+PY
+
+run() {  # NAME ARGS...: train once (a finished run is kept)
+  local name=$1; shift
+  [ -f "$OUT/$name/metrics.json" ] && return 0
+  opformer train darcy "$@" --no-progress --threads "$OMP_NUM_THREADS" --overwrite --out "$OUT/$name" \
+    || echo "run $name failed"
+}
+C17=(--data "$DATA/d17.h5" --n-train 512 --n-val 50 --n-test 100 --epochs 30 --batch-size 16)
+C33=(--data "$DATA/d33b.h5" --test-data "$DATA/d33_test.h5" --n-train 1024 --n-val 50 --epochs 20 --batch-size 16)
+for seed in $SEEDS; do
+  run "17/fno-$seed" --model fno "${C17[@]}" --seed "$seed"
+  run "17/gt-$seed" --model gt "${C17[@]}" --seed "$seed"          # attention on the whole 17^2 grid (default)
+done
+run 17-other/gt-coarse6 --model gt "${C17[@]}" --coarse-size 6
+run 17-other/ft-coarse6 --model ft-regular "${C17[@]}" --coarse-size 6
+run 33/fno --model fno "${C33[@]}"
+run 33/gt --model gt "${C33[@]}"                                     # attention grid 11^2 (default)
+run 33/gt-seed2 --model gt "${C33[@]}" --seed 2
+run 33/gt-coarse17 --model gt "${C33[@]}" --coarse-size 17
+run 33/ft --model ft-regular "${C33[@]}"
+
+# every model on the other grid's test set: on the data's grid (never) and on its training grid (always)
+for ck in "$OUT"/17/*/checkpoints/best.ckpt "$OUT"/17-other/*/checkpoints/best.ckpt "$OUT"/33/*/checkpoints/best.ckpt; do
+  [ -f "$ck" ] || continue
+  case "$ck" in "$OUT"/33/*) other="$DATA/d17_test.h5";; *) other="$DATA/d33_test.h5";; esac
+  for mode in never always; do
+    dir=$(dirname "$(dirname "$ck")")/eval-other-$mode
+    line=$(opformer eval "$ck" --data "$other" --resample "$mode" --out "$dir" 2>/dev/null | grep "test relative L2")
+    echo "${ck%/checkpoints/best.ckpt} resample $mode: $line"
+  done
+done
