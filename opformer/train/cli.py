@@ -47,8 +47,7 @@ def register(sub) -> None:
     e.add_argument("--keys", help="input and target array names, INPUT,TARGET (default: the training keys)")
     e.add_argument("--resolution", type=int, help="evaluation grid, a stride of the stored one (e.g. 2048)")
     e.add_argument("--batch-size", type=int, default=32)
-    e.add_argument("--resample", choices=("auto", "always", "never"), default="auto",
-                   help="on a grid other than the training grid: auto runs models whose layers act on grid cells (2D transformers, U-Net, scOT, ...) on their training grid, inputs interpolated to it and predictions back; always: every model; never: none (default auto)")
+    _add_resample(e)
     e.add_argument("--out", help="output directory (default: RUN/eval-GRID)")
     e.set_defaults(func=_eval)
 
@@ -58,8 +57,7 @@ def register(sub) -> None:
     q.add_argument("--keys", help="INPUT[,TARGET] array names (default: the training keys)")
     q.add_argument("--resolution", type=int, help="predict on a stride of the stored grid")
     q.add_argument("--batch-size", type=int, default=32)
-    q.add_argument("--resample", choices=("auto", "always", "never"), default="auto",
-                   help="on a grid other than the training grid: auto runs models whose layers act on grid cells (2D transformers, U-Net, scOT, ...) on their training grid, inputs interpolated to it and predictions back; always: every model; never: none (default auto)")
+    _add_resample(q)
     q.add_argument("--out", required=True, help="output .npz: prediction, and rel_l2 per sample with targets")
     q.add_argument("--save-pretrained", metavar="DIR",
                    help="also write the model as DIR/config.json + DIR/model.safetensors")
@@ -275,6 +273,15 @@ def _quiet_lightning() -> None:
     warnings.filterwarnings("ignore", message=r"The number of training batches \(\d+\) is smaller than the logging.*")
     # the module's own batch transfer (it skips batches already on the device) is meant to be the one used
     warnings.filterwarnings("ignore", message=r"You have overridden `transfer_batch_to_device` in `LightningModule`.*")
+
+
+def _add_resample(parser) -> None:
+    from ..tasks.artifact import RESAMPLE
+
+    parser.add_argument("--resample", choices=RESAMPLE, default="auto",
+                        help="on a grid other than the training grid: auto runs models whose layers act on grid cells "
+                             "(2D transformers, U-Net, scOT, ...) on their training grid, inputs interpolated to it "
+                             "and predictions back; always: every model; never: none (default auto)")
 
 
 def _keys(text):
