@@ -10,6 +10,7 @@ config with ``json``.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import warnings
@@ -95,12 +96,16 @@ def _check_resample(resample) -> str:
     return resample
 
 
+@functools.lru_cache(maxsize=32)
 def _interpolation_matrix(kind: str, n_in: int, n_out: int) -> np.ndarray:
-    """(n_out, n_in) weights of linear interpolation between two grids of the same kind on [0, 1]."""
+    """(n_out, n_in) weights of linear interpolation between two grids of the same kind on [0, 1] (read-only; built
+    once per pair of grids, not per batch or rollout step)."""
     x_in, x_out = grid_coords(kind, (n_in,))[:, 0], grid_coords(kind, (n_out,))[:, 0]
     period = 1.0 if kind == "periodic" else None
     eye = np.eye(n_in)
-    return np.stack([np.interp(x_out, x_in, eye[j], period=period) for j in range(n_in)], axis=1)
+    w = np.stack([np.interp(x_out, x_in, eye[j], period=period) for j in range(n_in)], axis=1)
+    w.setflags(write=False)
+    return w
 
 
 def resample_grid(t: torch.Tensor, kind: str, shape) -> torch.Tensor:
@@ -109,7 +114,7 @@ def resample_grid(t: torch.Tensor, kind: str, shape) -> torch.Tensor:
     points)."""
     for axis, n in enumerate(shape, start=1):
         if t.shape[axis] != n:
-            w = torch.as_tensor(_interpolation_matrix(kind, t.shape[axis], n), dtype=t.dtype, device=t.device)
+            w = torch.tensor(_interpolation_matrix(kind, t.shape[axis], n), dtype=t.dtype, device=t.device)
             t = torch.movedim(torch.tensordot(w, torch.movedim(t, axis, 0), dims=1), 0, axis)
     return t
 
