@@ -369,7 +369,20 @@ def train(cfg: dict, out, *, resume: bool = False, overwrite: bool = False, prog
                     with contextlib.suppress(OSError):
                         out.rmdir()
             raise
-        return _fit(run, bundle, operator, artifact, notes, out, ckpt_path, resume, overwrite, progress)
+        try:
+            return _fit(run, bundle, operator, artifact, notes, out, ckpt_path, resume, overwrite, progress)
+        finally:
+            _close_process_group()
+
+
+def _close_process_group() -> None:
+    """Destroy the distributed process group of a multi-process run (each rank, once its last collective is done).
+
+    Left to interpreter exit, gloo's worker threads can abort a rank ("terminate called without an active
+    exception"), and Lightning's launcher then kills every rank: a run that trained and tested would end as a
+    failure."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
 
 
 def _fit(run, bundle, operator, artifact, notes, out: Path, ckpt_path, resume: bool, overwrite: bool,

@@ -413,6 +413,23 @@ def test_ddp_launched_by_lightning_matches_one_process(tiny_config, tmp_path):
     assert ddp["epochs"] == single["epochs"] == 2
 
 
+def test_a_finished_run_destroys_its_process_group():
+    """Every rank destroys the process group when training ends (left to interpreter exit, gloo's threads can abort a
+    rank and the launcher then kills the whole run); with no group it does nothing."""
+    code = """
+import torch.distributed as dist, tempfile, os
+from opformer.train.run import _close_process_group
+_close_process_group()
+dist.init_process_group("gloo", init_method="file://" + os.path.join(tempfile.mkdtemp(), "store"), rank=0, world_size=1)
+assert dist.is_initialized()
+_close_process_group()
+assert not dist.is_initialized()
+print("closed")
+"""
+    res = subprocess.run([PYTHON, "-c", code], env=cli_env(), capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and res.stdout.strip() == "closed", res.stderr[-2000:]
+
+
 # --- 8. silent bad data -------------------------------------------------------------------------------------------
 
 def test_zero_norm_targets_and_far_outliers_are_named_by_split_and_sample():
