@@ -162,13 +162,9 @@ class Predictor:
             lead_time = lead_time.to(self.device)
         grid, trained = tuple(input.shape[1:-1]), tuple(self.artifact["input_grid"])
         if self.runs_on_training_grid(grid):
-            self._note(f"this model runs on its {'x'.join(map(str, trained))} training grid: the inputs on "
-                       f"{'x'.join(map(str, grid))} are interpolated to it and its predictions back (resample "
-                       f"'never' runs it on the data's grid)")
-            kind = self.artifact["grid"]
-            c = torch.as_tensor(grid_coords(kind, trained), dtype=coords.dtype)[None]
-            y = self._run(resample_grid(input, kind, trained), c, lead_time)
-            return resample_grid(y, kind, grid) if tuple(y.shape[1:-1]) == trained else y
+            x, c = self._to_training_grid(input, coords)
+            y = self._run(x, c, lead_time)
+            return resample_grid(y, self.artifact["grid"], grid) if tuple(y.shape[1:-1]) == trained else y
         note = self.operator.resolution_note(grid)
         if note is not None:
             self._note(f"{note} (it was trained on {'x'.join(map(str, trained))})")
@@ -181,6 +177,23 @@ class Predictor:
         if self.resample == "never" or tuple(grid) == trained or len(grid) != len(trained):
             return False
         return self.resample == "always" or bool(getattr(self.operator.model, "grid_bound", False))
+
+    def _to_training_grid(self, input: torch.Tensor, coords: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``input`` (batch, *grid, c) interpolated to the training grid, and that grid's coordinates (with a note
+        the first time)."""
+        grid, trained = tuple(input.shape[1:-1]), tuple(self.artifact["input_grid"])
+        self._note(f"this model runs on its {'x'.join(map(str, trained))} training grid: the inputs on "
+                   f"{'x'.join(map(str, grid))} are interpolated to it and its predictions back (resample "
+                   f"'never' runs it on the data's grid)")
+        kind = self.artifact["grid"]
+        c = torch.as_tensor(grid_coords(kind, trained), dtype=coords.dtype)[None]
+        return resample_grid(input, kind, trained), c
+
+    def _frames_back(self, y: torch.Tensor, grid) -> torch.Tensor:
+        """Rollout frames (samples, times, *training grid, c) interpolated to ``grid``."""
+        n, t = y.shape[:2]
+        back = resample_grid(y.reshape(n * t, *y.shape[2:]), self.artifact["grid"], grid)
+        return back.reshape(n, t, *back.shape[1:])
 
     def _note(self, text: str) -> None:
         if text not in self._noted:  # once per grid
@@ -237,6 +250,11 @@ class Predictor:
         x = u0.detach().cpu().numpy() if as_torch else np.asarray(u0)
         squeeze = x.ndim == self.task.dim + 1
         xin, c = self.task.inputs_from_array(x, self.grid)
+        # a model that runs on its training grid rolls out there: the state is interpolated once, not at every step
+        grid = tuple(xin.shape[1:-1])
+        on_trained = self.runs_on_training_grid(grid)
+        if on_trained:
+            xin, c = self._to_training_grid(xin, c)
         eps = 1e-9 * max(times[-1], 1.0)
         jumps = [step]
         if mode == "mixed":
@@ -258,6 +276,8 @@ class Predictor:
                 frames.append(state if rest <= eps else self(state, c, rest).float().cpu())
             outs.append(torch.stack(frames, dim=1))
         y = torch.cat(outs)
+        if on_trained:
+            y = self._frames_back(y, grid)
         if squeeze and y.shape[-1] == 1:
             y = y[..., 0]
         return y if as_torch else y.numpy()
@@ -277,6 +297,10 @@ class Predictor:
         frames = [self.task.inputs_from_array(x[:, k], self.grid) for k in range(h)]
         coords = frames[0][1]
         window = torch.cat([f[0] for f in frames], dim=-1)
+        grid = tuple(window.shape[1:-1])
+        on_trained = self.runs_on_training_grid(grid)  # then the window is interpolated once, not at every step
+        if on_trained:
+            window, coords = self._to_training_grid(window, coords)
         c = frames[0][0].shape[-1]
         out, k = [], 0
         for target in n_steps:
@@ -285,6 +309,8 @@ class Predictor:
                 window, k = torch.cat((window[..., c:], y), dim=-1), k + 1
             out.append(window[..., -c:])
         y = torch.stack(out, dim=1)
+        if on_trained:
+            y = self._frames_back(y, grid)
         if x.ndim == self.task.dim + 2 and y.shape[-1] == 1:
             y = y[..., 0]
         return y if as_torch else y.numpy()

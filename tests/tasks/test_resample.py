@@ -77,3 +77,52 @@ def test_a_resolution_invariant_model_is_not_resampled_by_default():
     assert opformer.load("burgers-ft", resample="always").runs_on_training_grid((256,))
     with pytest.raises(ConfigError, match="resample must be one of auto, always, never"):
         opformer.load("burgers-ft", resample="yes")
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("history", [1, 2])
+def test_a_rollout_on_another_grid_interpolates_the_state_once(ns_file, tmp_path, history):
+    """A model that runs on its training grid rolls out there: a 12 x 12 rollout is the 16 x 16 rollout of the
+    interpolated initial state, each frame interpolated back; not a chain of 12 -> 16 -> 12 round trips, whose
+    interpolations would smooth the state at every step."""
+    from opformer.cli import main
+
+    out = tmp_path / "run"
+    assert main(["train", "ns-fno", "--data", str(ns_file), "--n-test", "4", "--n-val", "2", "--epochs", "1",
+                 "--width", "8", "--history", str(history), "--out", str(out), "--no-progress"]) == 0
+    ck = out / "checkpoints" / "best.ckpt"
+    always, plain = opformer.load(ck, resample="always"), opformer.load(ck, resample="never")
+    step = always.artifact["info"]["step"]
+    import h5py
+
+    with h5py.File(ns_file) as h5:
+        key = next(k for k in h5 if h5[k].ndim == 4)
+        u16 = torch.as_tensor(np.asarray(h5[key][:2, :history], dtype=np.float32))  # (2, h, 16, 16)
+    to = lambda u, n: resample_grid(u.reshape(-1, *u.shape[-2:], 1), "periodic", (n, n)).reshape(  # noqa: E731
+        *u.shape[:-2], n, n)
+    u12 = to(u16, 12)
+    times = [step, 2 * step, 3 * step]
+    start = u12 if history > 1 else u12[:, 0]
+    got = always.rollout(start, times, mode="autoregressive")
+    on16 = plain.rollout(to(u12, 16) if history > 1 else to(u12, 16)[:, 0], times, mode="autoregressive")
+    torch.testing.assert_close(got, to(on16, 12), rtol=1e-5, atol=1e-5)
+    # with an operator that keeps the state, the rollout's frames are all one round trip of the initial state; a
+    # chain of per-step round trips would smooth it further at every step
+    class Keep(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.p = torch.nn.Parameter(torch.zeros(()))
+
+        def forward(self, input, coords, lead_time=None):
+            return input[..., -1:]
+
+        def resolution_note(self, grid):
+            return None
+
+    always.operator = Keep()
+    kept = always.rollout(start, times, mode="autoregressive")
+    once = to(to(u12[:, -1], 16), 12)
+    for k in range(len(times)):
+        torch.testing.assert_close(kept[:, k], once, rtol=1e-6, atol=1e-6)
+    twice = to(to(once, 16), 12)
+    assert (twice - once).abs().max() > 1e-3 * once.abs().max()  # so a chain of round trips would show
