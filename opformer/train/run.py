@@ -369,19 +369,25 @@ def train(cfg: dict, out, *, resume: bool = False, overwrite: bool = False, prog
                     with contextlib.suppress(OSError):
                         out.rmdir()
             raise
+        ours = not _process_group_exists()  # a group the caller made is the caller's to destroy
         try:
             return _fit(run, bundle, operator, artifact, notes, out, ckpt_path, resume, overwrite, progress)
         finally:
-            _close_process_group()
+            if ours:
+                _close_process_group()
+
+
+def _process_group_exists() -> bool:
+    return torch.distributed.is_available() and torch.distributed.is_initialized()
 
 
 def _close_process_group() -> None:
-    """Destroy the distributed process group of a multi-process run (each rank, once its last collective is done).
+    """Destroy the distributed process group that training made (each rank, once its last collective is done).
 
     Left to interpreter exit, gloo's worker threads can abort a rank ("terminate called without an active
     exception"), and Lightning's launcher then kills every rank: a run that trained and tested would end as a
     failure."""
-    if torch.distributed.is_available() and torch.distributed.is_initialized():
+    if _process_group_exists():
         torch.distributed.destroy_process_group()
 
 
