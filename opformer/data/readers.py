@@ -135,6 +135,8 @@ class _File:
             with np.load(self.path, allow_pickle=False) as data:
                 self._missing(data.files)
                 self._set_memory({k: data[k] for k in self.keys})
+        except DataError:
+            raise
         except (OSError, ValueError) as exc:
             raise DataError(f"{self.path}: cannot be read as .npz ({exc})") from exc
 

@@ -53,8 +53,8 @@ def test_missing_file_and_missing_key_are_named(tmp_path):
     with pytest.raises(DataError, match=r"nowhere\.h5: file not found"):
         load_arrays(tmp_path / "nowhere.h5", ("a",))
     np.savez(tmp_path / "x.npz", a=A)
-    with pytest.raises(DataError, match=r"x\.npz: key 'u' not found; available keys: \['a'\]"):
-        load_arrays(tmp_path / "x.npz", ("a", "u"))
+    with pytest.raises(DataError, match=r"^\S*x\.npz: key 'u' not found; available keys: \['a'\]$"):
+        load_arrays(tmp_path / "x.npz", ("a", "u"))  # the message alone, not wrapped in a read error
     scipy.io.savemat(tmp_path / "x.mat", {"a": A})
     with pytest.raises(DataError, match=r"x\.mat: key 'sol' not found"):
         load_arrays(tmp_path / "x.mat", ("sol",))
