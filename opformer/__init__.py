@@ -17,4 +17,12 @@ def load(path, device=None, resample="auto"):
     return _load(path, device=device, resample=resample)
 
 
-__all__ = ["load", "__version__"]
+def __getattr__(name):
+    if name == "OpformerWarning":  # warnings.filterwarnings("ignore", category=opformer.OpformerWarning)
+        from .config import OpformerWarning
+
+        return OpformerWarning
+    raise AttributeError(f"module 'opformer' has no attribute {name!r}")
+
+
+__all__ = ["load", "OpformerWarning", "__version__"]

@@ -33,6 +33,11 @@ class ConfigError(ValueError):
     """A preset name, a field or a value that is not valid; the message names the flag."""
 
 
+class OpformerWarning(UserWarning):
+    """A note about what was done with the user's data or model (a grid resampled, modes clipped); the command line
+    prints it as one line."""
+
+
 def opt(default: Any, help: str, *, min: Any = None, max: Any = None, above: Any = None, choices=None):
     """A dataclass field with a help text and an optional range (``min <= v``, ``v <= max``, ``v > above``)."""
     meta = {"help": help, "min": min, "max": max, "above": above, "choices": choices}

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import sys
 import warnings
 from pathlib import Path
 from typing import Optional, Union
@@ -21,7 +22,7 @@ import numpy as np
 import torch
 
 from ..atomic import atomic_write_bytes, atomic_write_text
-from ..config import ConfigError
+from ..config import ConfigError, OpformerWarning
 from ..data.datasets import UnitGaussianNormalizer
 from .base import Bundle, Operator, Task, get_task, grid_coords, options_from
 from .losses import rel_l2
@@ -119,6 +120,16 @@ def resample_grid(t: torch.Tensor, kind: str, shape) -> torch.Tensor:
     return t
 
 
+def _caller_level() -> int:
+    """The ``stacklevel`` of the first frame outside this package (and torch's decorators): a warning names the user's line that called
+    ``predict``/``rollout``/``evaluate``, not ours."""
+    ours = (str(Path(__file__).resolve().parents[1]), str(Path(torch.__file__).resolve().parent))  # and no_grad's
+    frame, level = sys._getframe(1), 1
+    while frame is not None and str(Path(frame.f_code.co_filename).resolve()).startswith(ours):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
 class Predictor:
     """A trained operator in evaluation mode, physical units in and out.
 
@@ -198,7 +209,7 @@ class Predictor:
     def _note(self, text: str) -> None:
         if text not in self._noted:  # once per grid
             self._noted.add(text)
-            warnings.warn(text, UserWarning, stacklevel=1)
+            warnings.warn(text, OpformerWarning, stacklevel=_caller_level())
 
     def _run(self, input, coords, lead_time):
         try:

@@ -222,11 +222,14 @@ def _one_line_warnings():
     them."""
     from pathlib import Path
 
+    from ..config import OpformerWarning
+
     package = str(Path(__file__).resolve().parents[1])
     shown = warnings.showwarning
 
     def show(message, category, filename, lineno, file=None, line=None):
-        if str(Path(filename).resolve()).startswith(package) and issubclass(category, UserWarning):
+        ours = str(Path(filename).resolve()).startswith(package) and issubclass(category, UserWarning)
+        if ours or issubclass(category, OpformerWarning):  # the latter points at the caller's line
             print(f"opformer: warning: {message}", file=file or sys.stderr)
         else:
             shown(message, category, filename, lineno, file, line)

@@ -126,3 +126,18 @@ def test_a_rollout_on_another_grid_interpolates_the_state_once(ns_file, tmp_path
         torch.testing.assert_close(kept[:, k], once, rtol=1e-6, atol=1e-6)
     twice = to(to(once, 16), 12)
     assert (twice - once).abs().max() > 1e-3 * once.abs().max()  # so a chain of round trips would show
+
+
+def test_the_resampling_note_names_the_callers_line_and_can_be_filtered(one_thread):
+    import warnings
+
+    p = opformer.load("darcy33-scot")
+    a = np.full((1, 17, 17), 3.0, dtype=np.float32)
+    with pytest.warns(opformer.OpformerWarning, match="runs on its 33x33 training grid") as rec:
+        p.predict(a)
+    assert rec[0].filename == __file__  # the user's line, not the library's
+    p = opformer.load("darcy33-scot")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warnings.filterwarnings("ignore", category=opformer.OpformerWarning)
+        p.predict(a)
