@@ -121,8 +121,8 @@ def resample_grid(t: torch.Tensor, kind: str, shape) -> torch.Tensor:
 
 
 def _caller_level() -> int:
-    """The ``stacklevel`` of the first frame outside this package (and torch's decorators): a warning names the user's line that called
-    ``predict``/``rollout``/``evaluate``, not ours."""
+    """The ``stacklevel`` of the first frame outside this package (and torch's decorators): a warning names the
+    user's line that called ``predict``/``rollout``/``evaluate``, not ours."""
     ours = (str(Path(__file__).resolve().parents[1]), str(Path(torch.__file__).resolve().parent))  # and no_grad's
     frame, level = sys._getframe(1), 1
     while frame is not None and str(Path(frame.f_code.co_filename).resolve()).startswith(ours):
