@@ -26,8 +26,9 @@ import h5py
 import numpy as np
 import torch
 
-from opformer.bench.measure import loadavg, machine_info
+from opformer.bench.measure import interleaved_times, loadavg, machine_info
 from opformer.models import build_model
+from opformer.tasks.losses import rel_l2
 from opformer.train.module import make_adam
 
 
@@ -49,10 +50,6 @@ class _Gauss:  # per-point mean and std of the training samples
 
     def dec(self, t):
         return t * self.std + self.mean
-
-
-def _rel_l2(p, y):
-    return (p - y).flatten(1).norm(dim=1) / y.flatten(1).norm(dim=1)
 
 
 class _Ours(torch.nn.Module):
@@ -135,7 +132,7 @@ def main(argv=None):
                 m.train()
                 for lo in range(0, args.n_train, args.batch_size):
                     idx = order[lo : lo + args.batch_size]
-                    loss = _rel_l2(nu.dec(m(xs["train"][idx])), data["train"][1][idx]).mean()
+                    loss = rel_l2(nu.dec(m(xs["train"][idx])), data["train"][1][idx]).mean()
                     opts[name].zero_grad(set_to_none=True)
                     loss.backward()
                     torch.nn.utils.clip_grad_norm_(m.parameters(), 0.999)
@@ -143,7 +140,7 @@ def main(argv=None):
                     scheds[name].step()
                 m.eval()
                 with torch.no_grad():
-                    val = _rel_l2(nu.dec(m(xs["val"])), data["val"][1]).mean().item()
+                    val = rel_l2(nu.dec(m(xs["val"])), data["val"][1]).mean().item()
                 epoch_s[name].append(time.perf_counter() - t0)
                 if val < best[name][0]:
                     best[name] = (val, copy.deepcopy(m), epoch)
@@ -153,7 +150,7 @@ def main(argv=None):
             m = best[name][1]  # the model of the best validation epoch
             m.eval()
             with torch.no_grad():
-                test = _rel_l2(nu.dec(m(xs["test"])), data["test"][1]).mean().item()
+                test = rel_l2(nu.dec(m(xs["test"])), data["test"][1]).mean().item()
             record["runs"].append({"model": name, "seed": seed, "parameters": _n_params(m), "test_rel_l2": test,
                                    "val_rel_l2": best[name][0], "best_epoch": best[name][2],
                                    "epoch_s_median": statistics.median(epoch_s[name])})
@@ -165,33 +162,27 @@ def main(argv=None):
         opt = make_adam(m.parameters(), lr=1e-4)
 
         def step(m=m, opt=opt):
-            loss = _rel_l2(nu.dec(m(bx)), by).mean()
+            loss = rel_l2(nu.dec(m(bx)), by).mean()
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
 
-        for _ in range(3):
-            step()
-        steps[name] = (step, [])
-    for _ in range(args.step_repeats):
-        for name, (step, ts) in steps.items():
-            t0 = time.perf_counter()
-            for _ in range(10):
-                step()
-            ts.append((time.perf_counter() - t0) / 10)
+        steps[name] = lambda step=step: [step() for _ in range(10)]
+    times = interleaved_times(steps, repeats=args.step_repeats, warmup=1)
+    step_s = {name: [t / 10 for t in ts] for name, ts in times.items()}  # per step
     names = list(makers)
     ref = names[1]
     print(f"\nload average after (1, 5, 15 min): {loadavg()}")
     print(f"| model | parameters | test rel. L2, mean ± std over seeds {args.seeds} | epoch [s] (median) | "
           f"bare step [ms] | step / neuraloperator's |")
     print("|---|---|---|---|---|---|")
-    ref_step = statistics.median(steps[ref][1])
+    ref_step = statistics.median(step_s[ref])
     summary = {}
     for name in names:
         runs = [r for r in record["runs"] if r["model"] == name]
         errs = [r["test_rel_l2"] for r in runs]
         sd = statistics.stdev(errs) if len(errs) > 1 else 0.0
-        st = statistics.median(steps[name][1])
+        st = statistics.median(step_s[name])
         ep = statistics.median(r["epoch_s_median"] for r in runs)
         summary[name] = {"test_mean": statistics.mean(errs), "test_std": sd, "tests": errs, "epoch_s": ep,
                          "step_s": st, "step_ratio": st / ref_step, "parameters": runs[0]["parameters"]}
