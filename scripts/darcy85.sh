@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Darcy forward 85 -> 29 and inverse 85 -> 29 on the CPU (docs/results.md, "Darcy at 85²: attention on the whole
+# grid"): the CPU-reduced budget of Tables 2b and 3 (256 training samples, 10 epochs, batch 4, the r421 data strided
+# to 85), one flag changed per run.  NOT the paper's setting (141² / 211², 1024 samples, 100 epochs).
+#
+#   bash scripts/darcy85.sh                # every run below, one after the other, into runs/d85/
+#   RUNS="gt-d64-whole fno" bash scripts/darcy85.sh   # some of them
+#
+# Extra arguments go to every `opformer train` (e.g. --seed 2, --threads 1).
+set -euo pipefail
+opformer data prepare darcy-gt
+OUT=${OUT:-runs/d85}
+D64=(--d-model 64 --dim-feedforward 128)
+run() {  # name preset flags...
+  local name=$1 preset=$2; shift 2
+  case " ${RUNS:-$name} " in *" $name "*) ;; *) return 0 ;; esac
+  opformer train "$preset" --out "$OUT/$name" --no-progress "$@" "${EXTRA[@]}"
+}
+EXTRA=("$@")
+run fno            darcy-fno-cpu
+run gt             darcy-gt-cpu
+run gt-d64         darcy-gt-cpu "${D64[@]}"
+run gt-d64-whole   darcy-gt-cpu "${D64[@]}" --coarse-size 85
+run ft-d64-43      darcy-ft-cpu "${D64[@]}" --coarse-size 43
+run inv-gt-eps0.01 darcy-inverse-gt-cpu --noise 0.01
+run inv-ft-eps0    darcy-inverse-ft-cpu --noise 0
+run inv-gt-eps0    darcy-inverse-gt-cpu --noise 0
+run inv-fno-eps0.01 darcy-inverse-fno-cpu --noise 0.01
