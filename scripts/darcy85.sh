@@ -5,6 +5,7 @@
 #
 #   bash scripts/darcy85.sh                # every run below, one after the other, into runs/d85/
 #   RUNS="gt-d64-whole fno" bash scripts/darcy85.sh   # some of them
+#   OUT=runs/d85-s2 RUNS="fno gt-d64" bash scripts/darcy85.sh --seed 2   # another seed
 #
 # Extra arguments go to every `opformer train` (e.g. --seed 2, --threads 1).
 set -euo pipefail
@@ -21,7 +22,8 @@ run fno            darcy-fno-cpu
 run gt             darcy-gt-cpu
 run gt-d64         darcy-gt-cpu "${D64[@]}"
 run gt-d64-whole   darcy-gt-cpu "${D64[@]}" --coarse-size 85
-run ft-d64-43      darcy-ft-cpu "${D64[@]}" --coarse-size 43
+run ft             darcy-ft-cpu
+run ft-d64         darcy-ft-cpu "${D64[@]}"
 run inv-gt-eps0.01 darcy-inverse-gt-cpu --noise 0.01
 run inv-ft-eps0    darcy-inverse-ft-cpu --noise 0
 run inv-gt-eps0    darcy-inverse-gt-cpu --noise 0
