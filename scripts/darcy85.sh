@@ -22,6 +22,8 @@ run fno            darcy-fno-cpu
 run gt             darcy-gt-cpu
 run gt-d64         darcy-gt-cpu "${D64[@]}"
 run gt-d64-whole   darcy-gt-cpu "${D64[@]}" --coarse-size 85
+run gt-d32         darcy-gt-cpu --d-model 32 --dim-feedforward 64
+run gt-d64-l3      darcy-gt-cpu "${D64[@]}" --num-layers 3
 run ft             darcy-ft-cpu
 run ft-d64         darcy-ft-cpu "${D64[@]}"
 run inv-gt-eps0.01 darcy-inverse-gt-cpu --noise 0.01
