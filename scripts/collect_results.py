@@ -3,6 +3,7 @@
 
     python scripts/collect_results.py runs/table2b runs/table3
     python scripts/collect_results.py --spread runs/table2a    # runs NAME, NAME-seed2, ...: mean ± std per NAME
+    python scripts/collect_results.py --spread --by-name runs/d85 runs/d85-s2 runs/d85-s3   # one row per run name
 """
 
 from __future__ import annotations
@@ -23,11 +24,12 @@ def rows(roots):
             yield path.parent, m
 
 
-def spread(roots) -> int:
-    """One row per run name (a run NAME-seedS counts as NAME): the test error's mean, sample std and every value."""
+def spread(roots, by_name: bool = False) -> int:
+    """One row per run name (a run NAME-seedS counts as NAME): the test error's mean, sample std and every value.
+    ``by_name``: runs of the same directory name under different roots (one root per seed) are one group."""
     groups: dict[str, list[tuple[str, float]]] = {}
     for run, m in rows(roots):
-        name = re.sub(r"-seed\d+$", "", str(run))
+        name = re.sub(r"-seed\d+$", "", run.name if by_name else str(run))
         groups.setdefault(name, []).append((str(m.get("seed")), m["test_rel_l2"]))
     print("| runs | seeds | test rel. L2 mean | std | values |")
     print("|---|---|---|---|---|")
@@ -42,7 +44,8 @@ def spread(roots) -> int:
 def main(argv=None) -> int:
     roots = (argv if argv is not None else sys.argv[1:]) or ["runs"]
     if roots and roots[0] == "--spread":
-        return spread(roots[1:] or ["runs"])
+        by_name = roots[1:2] == ["--by-name"]
+        return spread(roots[1 + by_name:] or ["runs"], by_name)
     print("| run | preset | noise | test rel. L2 | val rel. L2 | best epoch / epochs | wall [s] | parameters |")
     print("|---|---|---|---|---|---|---|---|")
     for run, m in rows(roots):

@@ -1,0 +1,73 @@
+#!/usr/bin/env python
+"""Validation error against epoch for several training runs on one plot (PNG).
+
+    python scripts/compare_curves.py runs/d85/fno runs/d85/gt-d64 "GT, whole grid=runs/d85/gt-d64-whole" \
+        --out docs/figures/darcy85-curves.png --title "Darcy 85 -> 29, 256 samples"
+
+Each argument is a run directory (``opformer train --out``), optionally ``LABEL=DIR``; the curve is the
+``val_rel_l2`` column of its ``logs/metrics.csv`` (add ``--metric train_rel_l2`` for the training error), marked
+with the run's test error from ``metrics.json`` when it has one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from opformer.train.plots import read_metrics_csv
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("runs", nargs="+", help="run directories, each optionally LABEL=DIR")
+    p.add_argument("--out", type=Path, required=True, help="PNG to write")
+    p.add_argument("--metric", default="val_rel_l2")
+    p.add_argument("--title", default="")
+    a = p.parse_args(argv)
+
+    curves = []
+    for arg in a.runs:
+        label, _, path = arg.rpartition("=")
+        run = Path(path)
+        csv_path = run / "logs" / "metrics.csv"
+        if not csv_path.is_file():
+            print(f"error: {run} has no logs/metrics.csv (not an `opformer train --out` directory?)", file=sys.stderr)
+            return 2
+        series = read_metrics_csv(csv_path).get(a.metric)
+        if not series:
+            print(f"error: {csv_path} has no column {a.metric!r}", file=sys.stderr)
+            return 2
+        metrics_path = run / "metrics.json"
+        test = json.loads(metrics_path.read_text()).get("test_rel_l2") if metrics_path.is_file() else None
+        name = label or run.name
+        curves.append((f"{name} (test {test:.3g})" if test is not None else name, dict(series)))
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    for label, series in curves:
+        epochs = sorted(series)
+        ax.semilogy([e + 1 for e in epochs], [series[e] for e in epochs], marker=".", label=label)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel(a.metric.replace("_", " "))
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    if a.title:
+        ax.set_title(a.title, fontsize=10)
+    fig.tight_layout()
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = a.out.with_name(a.out.name + ".tmp.png")
+    fig.savefig(tmp, dpi=120)
+    plt.close(fig)
+    tmp.replace(a.out)
+    print(f"wrote {a.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
