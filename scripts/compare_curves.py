@@ -52,7 +52,8 @@ def main(argv=None) -> int:
     fig, ax = plt.subplots(figsize=(6.5, 4))
     for label, series in curves:
         epochs = sorted(series)
-        ax.semilogy([e + 1 for e in epochs], [series[e] for e in epochs], marker=".", label=label)
+        ax.semilogy([e + 1 for e in epochs], [series[e] for e in epochs], marker="." if len(epochs) < 40 else None,
+                    label=label)
     ax.set_xlabel("epoch")
     ax.set_ylabel(a.metric.replace("_", " "))
     ax.grid(True, which="both", alpha=0.3)
