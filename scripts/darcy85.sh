@@ -6,6 +6,7 @@
 #   bash scripts/darcy85.sh                # every run below, one after the other, into runs/d85/
 #   RUNS="gt-d64-whole fno" bash scripts/darcy85.sh   # some of them
 #   OUT=runs/d85-s2 RUNS="fno gt-d64" bash scripts/darcy85.sh --seed 2   # another seed
+#   OUT=runs/d85-e20 RUNS="gt fno" bash scripts/darcy85.sh --epochs 20   # twice the epochs
 #
 # Extra arguments go to every `opformer train` (e.g. --seed 2, --threads 1).
 set -euo pipefail

@@ -160,6 +160,37 @@ def test_a_diverged_step_restores_the_epoch_start_and_halves_the_learning_rate(t
         train(_cfg(tiny_config, epochs=2), tmp_path / "bad", progress=False)
 
 
+def test_a_blow_up_goes_back_past_an_epoch_whose_loss_rose_before_it(tiny_config, tmp_path, monkeypatch):
+    """Epoch 3's loss at 4x (over twice the best epoch's, under the blow-up factor 5) and a step of epoch 4 at 1000x:
+    the restore goes back to the start of epoch 3, not to the state epoch 3 left behind.  Without the rise, the same
+    spike goes back to the start of epoch 4."""
+    from opformer.tasks import burgers as M
+
+    real, calls = M.rel_l2, {"n": 0}
+
+    def rise_then_spike(pred, target):  # 8 calls per epoch: 6 training steps, 2 validation batches
+        calls["n"] += 1
+        out = real(pred, target)
+        if 25 <= calls["n"] <= 30:  # the six training steps of epoch 3
+            return out * 4.0
+        return out * 1000.0 if calls["n"] == 34 else out  # epoch 4, step 25
+
+    monkeypatch.setattr(M, "rel_l2", rise_then_spike)
+    m = train(_cfg(tiny_config, epochs=5), tmp_path / "rise", progress=False)
+    assert m["lr_halvings"] == 1, m["divergence_notes"]
+    assert "at epoch 4 (step 25): restored the state of the start of epoch 3" in m["divergence_notes"][0]
+
+    calls["n"] = 0
+
+    def spike_only(pred, target):
+        calls["n"] += 1
+        return real(pred, target) * (1000.0 if calls["n"] == 34 else 1.0)
+
+    monkeypatch.setattr(M, "rel_l2", spike_only)
+    m = train(_cfg(tiny_config, epochs=5), tmp_path / "spike", progress=False)
+    assert "at epoch 4 (step 25): restored the state of the start of epoch 4" in m["divergence_notes"][0]
+
+
 def test_missing_or_wrong_problem_data_is_refused(tmp_path, capsys):
     """A missing file, or 2D (Darcy-shaped) arrays given to a 1D Burgers preset, fail with the file and shapes."""
     import numpy as np
