@@ -367,15 +367,24 @@ def test_an_interrupted_training_says_where_its_checkpoint_is_and_holds_its_dire
     deletes nothing; Ctrl-C or SIGTERM then ends the training with one line naming last.ckpt and --resume (exit
     128 + signal), and the directory is free again."""
     out = tmp_path / "run"
-    proc = _cli(["train", str(tiny_config), "--epochs", "500", "--out", str(out), "--no-progress"])
-    _wait_for(out / "checkpoints" / "last.ckpt", proc)
-    config = (out / "config.yaml").stat().st_ino
-    second = subprocess.run([PYTHON, "-m", "opformer", "train", str(tiny_config), "--out", str(out), "--overwrite",
-                             "--no-progress"], env=cli_env(), capture_output=True, text=True, timeout=120)
-    assert second.returncode == 2 and "in use by a running training" in _one_line_error(second.stderr)
-    assert (out / "config.yaml").stat().st_ino == config and (out / "checkpoints" / "last.ckpt").exists()
-    proc.send_signal(sig)
-    _, err = proc.communicate(timeout=120)
+    # far more epochs than the test lasts on any machine: the run must still be going when the signal comes (500
+    # epochs of the tiny model once ended on a loaded machine before the second command had started)
+    proc = _cli(["train", str(tiny_config), "--epochs", "1000000", "--out", str(out), "--no-progress"])
+    try:
+        _wait_for(out / "checkpoints" / "last.ckpt", proc)
+        config = (out / "config.yaml").stat().st_ino
+        second = subprocess.run([PYTHON, "-m", "opformer", "train", str(tiny_config), "--out", str(out),
+                                 "--overwrite", "--no-progress"], env=cli_env(), capture_output=True, text=True,
+                                timeout=120)
+        assert second.returncode == 2 and "in use by a running training" in _one_line_error(second.stderr)
+        assert (out / "config.yaml").stat().st_ino == config and (out / "checkpoints" / "last.ckpt").exists()
+        assert proc.poll() is None, "the training ended before it was interrupted"
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
     assert proc.returncode == 128 + sig, err[-3000:]
     last_line = err.strip().splitlines()[-1]
     assert "Traceback" not in err
