@@ -7,6 +7,7 @@
 #   RUNS="gt-d64-whole fno" bash scripts/darcy85.sh   # some of them
 #   OUT=runs/d85-s2 RUNS="fno gt-d64" bash scripts/darcy85.sh --seed 2   # another seed
 #   OUT=runs/d85-e20 RUNS="gt fno" bash scripts/darcy85.sh --epochs 20   # twice the epochs
+#   OUT=runs/d85-s3 RUNS="gt-lr5e-4" bash scripts/darcy85.sh --seed 3     # the seed that blew up, lower peak
 #
 # Extra arguments go to every `opformer train` (e.g. --seed 2, --threads 1).
 set -euo pipefail
@@ -25,6 +26,7 @@ run gt-d64         darcy-gt-cpu "${D64[@]}"
 run gt-d64-whole   darcy-gt-cpu "${D64[@]}" --coarse-size 85
 run gt-d32         darcy-gt-cpu --d-model 32 --dim-feedforward 64
 run gt-d64-l3      darcy-gt-cpu "${D64[@]}" --num-layers 3
+run gt-lr5e-4      darcy-gt-cpu --lr 5e-4
 run ft             darcy-ft-cpu
 run ft-d64         darcy-ft-cpu "${D64[@]}"
 run inv-gt-eps0.01 darcy-inverse-gt-cpu --noise 0.01
