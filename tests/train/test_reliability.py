@@ -348,9 +348,9 @@ def test_resume_with_another_config_is_refused_without_config_yaml(finished_run,
     assert _tree(finished_run) == before
 
 
-def _cli(args):
+def _cli(args, **kw):
     return subprocess.Popen([PYTHON, "-m", "opformer", *args], env=cli_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, **kw)
 
 
 def _wait_for(path: pathlib.Path, proc, seconds: float = 120) -> None:
@@ -369,7 +369,10 @@ def test_an_interrupted_training_says_where_its_checkpoint_is_and_holds_its_dire
     out = tmp_path / "run"
     # far more epochs than the test lasts on any machine: the run must still be going when the signal comes (500
     # epochs of the tiny model once ended on a loaded machine before the second command had started)
-    proc = _cli(["train", str(tiny_config), "--epochs", "1000000", "--out", str(out), "--no-progress"])
+    # an ignored SIGINT is inherited: when the test process ignores it (after Lightning handled a Ctrl-C in it, or
+    # under nohup), the child must still get Python's default handler, as a training started from a shell does
+    proc = _cli(["train", str(tiny_config), "--epochs", "1000000", "--out", str(out), "--no-progress"],
+                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         _wait_for(out / "checkpoints" / "last.ckpt", proc)
         config = (out / "config.yaml").stat().st_ino
