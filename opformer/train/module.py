@@ -62,8 +62,7 @@ class OperatorModule(L.LightningModule):
         self._retries_used = 0
         self._recent: collections.deque = collections.deque(maxlen=50)  # the last finite step losses
         self._best_epoch_loss: Optional[float] = None
-        self._last_epoch_blown = False  # the state at the next epoch's start is then not a good one
-        self._last_epoch_suspect = False  # nor after an epoch whose loss rose well above the best (not yet a blow-up)
+        self._last_epoch_suspect = False  # the state at the next epoch's start is then not a good one
         self.lr_halvings = 0
         self.divergence_log: list[str] = []
         self._train_sums: Optional[Tensor] = None  # this epoch's (sum of loss x batch, sum of rel. L2, samples)
@@ -88,14 +87,13 @@ class OperatorModule(L.LightningModule):
     # --- training ----------------------------------------------------------------------------------------------
     def on_train_epoch_start(self) -> None:
         # the state a diverged step goes back to (host copies: the device keeps only the live state), refreshed
-        # unless the epoch just finished was a blow-up or suspect (decided once, on the mean over all ranks, at its
-        # end): a blow-up often starts an epoch before a step trips the check, and the state that epoch left behind
-        # is already damaged
-        blown, self._last_epoch_blown = self._last_epoch_blown, False
+        # unless the epoch just finished was suspect, a blow-up included (decided once, on the mean over all ranks,
+        # at its end): a blow-up often starts an epoch before a step trips the check, and the state that epoch left
+        # behind is already damaged
         suspect, self._last_epoch_suspect = self._last_epoch_suspect, False
         self._train_sums = torch.zeros(3, dtype=torch.float64, device=self.device)
         self._train_means = None
-        if blown or suspect:
+        if suspect:
             return
         if self.train_cfg.divergence_retries > 0:
             self._good_state = (
@@ -104,16 +102,12 @@ class OperatorModule(L.LightningModule):
                 self.current_epoch,
             )
 
-    def _blown_epoch(self, mean_loss: float) -> bool:
-        """An epoch whose mean training loss is above ``divergence_factor / 4`` (5 by default) times the best epoch's:
-        a blow-up that grew over several steps, too slowly for the per-step check."""
-        factor, best = self.train_cfg.divergence_factor / 4, self._best_epoch_loss
-        return bool(factor) and best is not None and mean_loss > factor * best
-
-    def _suspect_epoch(self, mean_loss: float) -> bool:
-        """An epoch whose mean training loss is above ``divergence_factor / 10`` (2 by default) times the best
-        epoch's: not restored from, but the state it leaves is not kept as the one a later restore goes back to."""
-        factor, best = self.train_cfg.divergence_factor / 10, self._best_epoch_loss
+    def _epoch_above(self, mean_loss: float, divisor: float) -> bool:
+        """The epoch's mean training loss is above ``divergence_factor / divisor`` times the best epoch's.  Divisor 4
+        (5 by default): a blow-up that grew over several steps, too slowly for the per-step check, restored from.
+        Divisor 10 (2 by default): suspect, not restored from, but the state it leaves is not kept as the one a later
+        restore goes back to (a blow-up is suspect too)."""
+        factor, best = self.train_cfg.divergence_factor / divisor, self._best_epoch_loss
         return bool(factor) and best is not None and mean_loss > factor * best
 
     def train_epoch_means(self) -> dict:
@@ -138,9 +132,8 @@ class OperatorModule(L.LightningModule):
         if not means:
             return
         mean = means["train_loss_epoch"]  # over the samples of every rank: one decision for all ranks
-        self._last_epoch_blown = self._blown_epoch(mean)
-        self._last_epoch_suspect = self._suspect_epoch(mean)
-        if self._last_epoch_blown:
+        self._last_epoch_suspect = self._epoch_above(mean, 10)
+        if self._epoch_above(mean, 4):
             best = self._best_epoch_loss
             self._recover(torch.tensor(mean), f"the mean training loss of epoch {self.current_epoch}, {mean:.4g}, "
                           f"is over {self.train_cfg.divergence_factor / 4:g}x the best epoch's {best:.3g}")
