@@ -16,6 +16,7 @@ import json
 import sys
 from pathlib import Path
 
+from opformer.atomic import replacing
 from opformer.train.plots import read_metrics_csv
 
 
@@ -62,10 +63,9 @@ def main(argv=None) -> int:
         ax.set_title(a.title, fontsize=10)
     fig.tight_layout()
     a.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = a.out.with_name(a.out.name + ".tmp.png")
-    fig.savefig(tmp, dpi=120)
+    with replacing(a.out, "wb") as fh:
+        fig.savefig(fh, format="png", dpi=120)
     plt.close(fig)
-    tmp.replace(a.out)
     print(f"wrote {a.out}")
     return 0
 
