@@ -24,6 +24,7 @@ __all__ = [
     "coerce",
     "check_section",
     "flag",
+    "help_text",
     "suggest",
     "opt",
 ]
@@ -205,7 +206,7 @@ def _check_range(field: dataclasses.Field, value: Any, where: str) -> None:
 def check_section(cls, values: dict, section: str) -> Any:
     """Build dataclass ``cls`` from ``values`` with every field typed and range-checked; unknown keys are refused."""
     names = [f.name for f in dataclasses.fields(cls)]
-    helps = {f.name: f.metadata.get("help", "") for f in dataclasses.fields(cls)}
+    helps = {f.name: help_text(cls, f) for f in dataclasses.fields(cls)}
     out = {}
     for key, value in values.items():
         if key not in names:
@@ -214,13 +215,30 @@ def check_section(cls, values: dict, section: str) -> Any:
     return cls(**out)
 
 
+def help_text(cls, field: Union[str, dataclasses.Field]) -> str:
+    """The one-line help of ``field`` (a name or a Field) of dataclass ``cls``: the field's ``metadata["help"]`` (the
+    fields made by :func:`opt`), else its entry in a ``FIELD_HELP`` class attribute, looked up along the MRO with the
+    most derived class first (the model configs: :mod:`opformer.models` does not import this module); "" if none."""
+    cls = cls if isinstance(cls, type) else type(cls)
+    if isinstance(field, str):
+        field = {f.name: f for f in dataclasses.fields(cls)}[field]
+    text = (field.metadata or {}).get("help")
+    if text:
+        return text
+    for klass in cls.__mro__:
+        table = vars(klass).get("FIELD_HELP")
+        if isinstance(table, dict) and table.get(field.name):
+            return table[field.name]
+    return ""
+
+
 def field_help(cls) -> list[tuple[str, Any, str]]:
-    """(name, default, help) of every field of a dataclass."""
+    """(name, default, help) of every field of a dataclass (help: :func:`help_text`)."""
     rows = []
     for f in dataclasses.fields(cls):
         default = f.default if f.default is not dataclasses.MISSING else (
             f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
-        rows.append((f.name, default, f.metadata.get("help", "")))
+        rows.append((f.name, default, help_text(cls, f)))
     return rows
 
 

@@ -20,6 +20,17 @@ __all__ = ["OperatorModel", "EncoderConfig", "make_config", "closest", "TIME_CON
 #: lecture's N(w) = g(tau) * LN(w) + h(tau), identity at initialisation), or as an extra input channel
 TIME_CONDITIONING = ("none", "norm", "channel")
 
+#: help texts of the fields every model config has (``FIELD_HELP``: see :class:`EncoderConfig`)
+_CHANNELS_HELP = {
+    "in_channels": "input channels per grid point (the coordinates and a lead-time channel not counted)",
+    "out_channels": "output channels per grid point",
+}
+
+
+def _time_help(norm: str) -> str:
+    """The help text of a config's ``time_conditioning``; ``norm`` says what "norm" conditions in that model."""
+    return f"lead time of a time-dependent task: none, norm ({norm}) or channel (an extra input channel)"
+
 
 def closest(word: str, options) -> Optional[str]:
     """The option nearest to ``word`` (difflib), or None when nothing is close."""
@@ -85,6 +96,36 @@ class EncoderConfig:
     chunk_size: Optional[int] = None
     fourier_order: str = "auto"
     time_conditioning: str = "none"
+
+    #: one-line help of each field (``opformer train PRESET --help``); a subclass lists the fields it adds
+    FIELD_HELP: ClassVar[dict[str, str]] = {
+        "kind": "attention kind: galerkin, fourier, softmax or linear",
+        "norm_scheme": "galerkin: per-head layer norm inside the attention, on K,V (galerkin, linear) or Q,K "
+                       "(fourier, softmax), eq. 4; regular: post-LN after each residual sum, eq. 7",
+        "d_model": "width of the encoder's features (divisible by n_heads)",
+        "num_layers": "encoder layers",
+        "n_heads": "attention heads per encoder layer",
+        "dim_feedforward": "hidden width of the encoder's FFN (null: 2 * d_model)",
+        "activation": "activation of the encoder's FFN: relu, gelu or silu",
+        "dropout": "dropout on the encoder's residual branches (attention and FFN outputs), in [0, 1)",
+        "ffn_dropout": "dropout inside the encoder's FFN, after its activation (null: the same as dropout)",
+        "attn_dropout": "dropout on the attention matrix (n x n for fourier and softmax, d x d for galerkin and "
+                        "linear)",
+        "reference_attn_dropout": "reproduce the reference code's always-on p=0.5 attention dropout, in eval too "
+                                  "(ablation only)",
+        "norm_eps": "epsilon of the encoder's layer norms",
+        "init": "initialisation of the Q/K/V projections: eta_delta (eta * Xavier-uniform + delta * identity, "
+                "eq. 17) or xavier (plain Xavier-uniform)",
+        "eta": "gain of the Xavier-uniform part of the Q/K/V weights at initialisation (init eta_delta; paper: 1e-2)",
+        "delta": "multiple of the identity added to the Q/K/V weights at initialisation (init eta_delta; paper: 1e-2)",
+        "scale": "factor on the attention product: null (none, eqs. 5-6; softmax keeps its built-in 1/sqrt), "
+                 "sqrt (1/sqrt(d_head + pos_dim)) or a number",
+        "chunk_size": "evaluate an n x n attention matrix (fourier, softmax) over query chunks of this size to bound "
+                      "memory (null: all queries at once)",
+        "fourier_order": "evaluation of fourier attention: auto (the cheaper of (Q K^T) V and Q (K^T V)), "
+                         "quadratic (always (Q K^T) V) or linear (always Q (K^T V))",
+        "time_conditioning": _time_help("a lead-time scale and shift of the encoder's layer norms"),
+    }
 
     def _check_encoder(self) -> None:
         _choice("time_conditioning", self.time_conditioning, TIME_CONDITIONING)

@@ -22,7 +22,7 @@ each axis by replication to a multiple of 2**levels and cropped back.  ``out_siz
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
+from typing import ClassVar, Optional
 
 from torch import Tensor, nn
 import torch
@@ -32,7 +32,7 @@ from ..nn.alias_free import AliasFreeActivation2d, fourier_resample2d
 from ..nn.conditional import ConditionalAffine
 from ..nn.patch import crop, pad_to_multiple
 from ._grid2d import check_common, output_grid, to_output_grid
-from .base import OperatorModel, _choice, _positive_int
+from .base import _CHANNELS_HELP, OperatorModel, _choice, _positive_int, _time_help
 
 __all__ = ["CNOConfig", "CNO"]
 
@@ -53,6 +53,20 @@ class CNOConfig:
     grid_size: Optional[int] = None
     out_size: Optional[int] = None
     time_conditioning: str = "none"
+
+    #: one-line help of each field (``opformer train PRESET --help``)
+    FIELD_HELP: ClassVar[dict[str, str]] = {
+        **_CHANNELS_HELP,
+        "width": "channels at the finest level, doubled at each coarser one",
+        "levels": "coarser levels, each halving the grid (the input grid is padded to a multiple of 2**levels)",
+        "res_blocks": "residual blocks at the coarsest level",
+        "activation": "activation, applied alias-free: relu, gelu or silu",
+        "up": "upsampling factor of the alias-free activations (activate on an up times finer grid, then filter)",
+        "grid_size": "side of the internal grid the input is resampled to by Fourier modes and the output back from, "
+                     "a multiple of 2**levels (null: the input grid, padded)",
+        "out_size": "side of a square output grid, resampled bilinearly (null: the input grid)",
+        "time_conditioning": _time_help("a lead-time scale and shift after each block's convolution"),
+    }
 
     def __post_init__(self):
         check_common(self)

@@ -15,7 +15,7 @@ and :meth:`DeepONet.query` evaluates it at any points.
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
+from typing import ClassVar, Optional
 
 import torch
 from torch import Tensor, nn
@@ -24,7 +24,7 @@ from ..nn.activations import ACTIVATIONS, activation
 from ..nn.cinn import resize2d
 from ..nn.conditional import ConditionalAffine, lead_time_column
 from ._grid2d import check_common, output_grid
-from .base import OperatorModel, _choice, _positive_int
+from .base import _CHANNELS_HELP, OperatorModel, _choice, _positive_int, _time_help
 
 __all__ = ["DeepONetConfig", "DeepONet"]
 
@@ -45,6 +45,20 @@ class DeepONetConfig:
     activation: str = "gelu"
     out_size: Optional[int] = None
     time_conditioning: str = "none"
+
+    #: one-line help of each field (``opformer train PRESET --help``)
+    FIELD_HELP: ClassVar[dict[str, str]] = {
+        **_CHANNELS_HELP,
+        "sensors": "sensor points per axis: the branch net sees the input resampled (bilinear) to this node grid",
+        "basis": "basis functions (trunk outputs and branch coefficients) per output channel",
+        "branch_width": "hidden width of the branch MLP (on the input at the sensors)",
+        "branch_layers": "hidden layers of the branch MLP",
+        "trunk_width": "hidden width of the trunk MLP (on the query point)",
+        "trunk_layers": "hidden layers of the trunk MLP",
+        "activation": "activation of both MLPs: relu, gelu or silu",
+        "out_size": "side of a square output grid whose points the output is evaluated at (null: the input grid)",
+        "time_conditioning": _time_help("a lead-time scale and shift of the branch coefficients"),
+    }
 
     def __post_init__(self):
         check_common(self)

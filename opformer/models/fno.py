@@ -8,7 +8,7 @@ conv), ReLU between layers (none after the last); head ``Linear(64, 128) -> ReLU
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
+from typing import ClassVar, Optional
 
 import torch
 from torch import Tensor, nn
@@ -17,7 +17,7 @@ from ..nn.cinn import resize2d
 from ..nn.activations import ACTIVATIONS, activation
 from ..nn.spectral import SpectralConv1d, SpectralConv2d
 from ..nn.conditional import ConditionalAffine
-from .base import TIME_CONDITIONING, OperatorModel, _choice, _positive_int
+from .base import _CHANNELS_HELP, TIME_CONDITIONING, OperatorModel, _choice, _positive_int, _time_help
 
 __all__ = ["FNO1dConfig", "FNO1d", "FNO2dConfig", "FNO2d"]
 
@@ -34,6 +34,18 @@ class FNO1dConfig:
     head_width: int = 128
     activation: str = "relu"
     time_conditioning: str = "none"
+
+    #: one-line help of each field (``opformer train PRESET --help``); FNO2dConfig lists what it adds or changes
+    FIELD_HELP: ClassVar[dict[str, str]] = {
+        **_CHANNELS_HELP,
+        "width": "channels of the spectral layers",
+        "modes": "lowest Fourier modes kept by each spectral layer (at most n // 2 + 1 on n points)",
+        "num_layers": "spectral layers K(v) + W v",
+        "head_width": "hidden width of the pointwise output head",
+        "activation": "activation between the spectral layers (none after the last) and in the head: relu, gelu "
+                      "or silu",
+        "time_conditioning": _time_help("a lead-time scale and shift after each spectral layer"),
+    }
 
     def __post_init__(self):
         for name in ("in_channels", "out_channels", "width", "modes", "num_layers", "head_width"):
@@ -54,6 +66,12 @@ class FNO2dConfig(FNO1dConfig):
     width: int = 32
     modes: int = 12
     out_size: Optional[int] = None
+
+    FIELD_HELP: ClassVar[dict[str, str]] = {
+        "modes": "lowest Fourier modes per axis kept by each spectral layer (fewer where the grid resolves fewer)",
+        "out_size": "side of a square grid the input is resampled to (bilinear) and the FNO runs and outputs on "
+                    "(null: the input grid)",
+    }
 
     def __post_init__(self):
         super().__post_init__()

@@ -17,7 +17,7 @@ grid, so one trained model evaluates at any resolution.  ``out_size`` sets a squ
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
+from typing import ClassVar, Optional
 
 import torch
 from torch import Tensor, nn
@@ -27,7 +27,7 @@ from ..nn.patch import POS_ENCODINGS, PatchEmbed2d, PatchExpand2d, PatchMerge2d,
 from ..nn.patch import layer_norm, patch_centres
 from ..nn.window import WindowBlock2d
 from ._grid2d import check_common, check_size, patched_input, to_output_grid
-from .base import OperatorModel, _choice, _positive_int, _rate
+from .base import _CHANNELS_HELP, OperatorModel, _choice, _positive_int, _rate, _time_help
 
 __all__ = ["SCOT_SIZES", "ScOTConfig", "ScOT"]
 
@@ -64,6 +64,27 @@ class ScOTConfig:
     grid_size: Optional[int] = None
     out_size: Optional[int] = None
     time_conditioning: str = "none"
+
+    #: one-line help of each field (``opformer train PRESET --help``)
+    FIELD_HELP: ClassVar[dict[str, str]] = {
+        **_CHANNELS_HELP,
+        "size": "named preset of embed_dim, depths, num_heads, window_size and patch_size: tiny, small or base",
+        "embed_dim": "token width of the first stage, doubled at each later one (null: the size's)",
+        "depths": "window blocks per stage, one entry per stage (null: the size's)",
+        "num_heads": "attention heads per stage, one entry per stage (null: the size's)",
+        "window_size": "side of the attention windows, in tokens (null: the size's)",
+        "patch_size": "side of the patches, in grid points (null: the size's)",
+        "mlp_ratio": "hidden width of the blocks' MLP over their width",
+        "activation": "activation of the blocks' MLP: relu, gelu or silu",
+        "dropout": "dropout inside the blocks' MLP and on their residual branches",
+        "attn_dropout": "dropout on the window attention weights",
+        "pos_encoding": "absolute position encoding added to the patch tokens: none, sincos or learned",
+        "galerkin": "follow every window block with a global Galerkin attention block (cost linear in the tokens)",
+        "grid_size": "side of a square grid the input is resampled to (bilinear) and the model runs on, the output "
+                     "resampled back (null: the input grid)",
+        "out_size": "side of a square output grid, resampled bilinearly (null: the input grid)",
+        "time_conditioning": _time_help("lead-time conditioned layer norms"),
+    }
 
     def __post_init__(self):
         check_common(self)

@@ -10,7 +10,7 @@ zero Dirichlet ring.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Optional
+from typing import Callable, ClassVar, Optional
 
 import torch
 from torch import Tensor, nn
@@ -19,7 +19,7 @@ from ..nn.cinn import CiNNDownscaler2d, CiNNUpscaler2d, resize2d
 from ..nn.decoders import PointwiseDecoder, SpectralDecoder1d, SpectralDecoder2d
 from ..nn.activations import ACTIVATIONS
 from ..nn.encoder import Encoder
-from .base import EncoderConfig, OperatorModel, _choice, _positive_int, _rate
+from .base import _CHANNELS_HELP, EncoderConfig, OperatorModel, _choice, _positive_int, _rate
 
 __all__ = [
     "Transformer1dConfig",
@@ -65,6 +65,17 @@ class Transformer1dConfig(EncoderConfig):
     decoder_ffn: Optional[int] = None
     decoder_activation: str = "silu"
     spatial_fc: bool = False
+
+    FIELD_HELP: ClassVar[dict[str, str]] = {
+        **_CHANNELS_HELP,
+        "decoder_width": "width of the decoder's spectral layers",
+        "decoder_layers": "spectral layers of the decoder",
+        "modes": "lowest Fourier modes kept by each decoder spectral layer (at most n // 2 + 1 on n points)",
+        "decoder_ffn": "hidden width of the decoder's pointwise head (null: decoder_width)",
+        "decoder_activation": "activation of the decoder, after every spectral layer and in its head",
+        "spatial_fc": "concatenate the coordinate to the features and lift them before the decoder (the "
+                      "reference's spacial_fc)",
+    }
 
     def __post_init__(self):
         self._check_encoder()
@@ -150,6 +161,30 @@ class Transformer2dConfig(EncoderConfig):
     decoder_dropout: float = 0.0
     spatial_fc: bool = True
     boundary: Optional[str] = None
+
+    FIELD_HELP: ClassVar[dict[str, str]] = {
+        **_CHANNELS_HELP,
+        "coarse_size": "side of the attention grid, the coarse grid after the CiNN downscaler (null: "
+                       "round(0.3 * (n - 1)) + 1 for an n x n input)",
+        "out_size": "side of the square output grid (null: the input grid; the inverse problem sets its target "
+                    "grid)",
+        "downscaler_activation": "activation of the CiNN downscaler (input grid -> attention grid)",
+        "downscaler_dropout": "dropout after each convolution of the CiNN downscaler",
+        "upscaler_activation": "activation of the CiNN upscaler (attention grid -> output grid)",
+        "upscaler_dropout": "dropout after the convolution of the CiNN upscaler",
+        "decoder": "spectral (spectral layers and a pointwise head) or pointwise (an MLP at each point)",
+        "decoder_width": "width of the decoder's layers",
+        "decoder_layers": "spectral layers of the spectral decoder (>= 1), or hidden layers of the pointwise one "
+                          "(>= 0)",
+        "modes": "lowest Fourier modes per axis kept by each spectral decoder layer (spectral decoder only)",
+        "decoder_ffn": "hidden width of the spectral decoder's pointwise head (null: decoder_width; spectral "
+                       "decoder only)",
+        "decoder_activation": "activation of the decoder (spectral: after every spectral layer and in the head; "
+                              "pointwise: in every hidden layer)",
+        "decoder_dropout": "dropout after each hidden layer of the pointwise decoder (pointwise decoder only)",
+        "spatial_fc": "concatenate the output grid's coordinates to the features and lift them before the decoder",
+        "boundary": "null, or dirichlet to zero the outer ring of the output grid",
+    }
 
     def __post_init__(self):
         self._check_encoder()

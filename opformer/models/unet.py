@@ -17,7 +17,7 @@ points, so a finer grid sees a smaller part of the domain): the model does not c
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
+from typing import ClassVar, Optional
 
 import torch
 from torch import Tensor, nn
@@ -26,7 +26,7 @@ from ..nn.activations import ACTIVATIONS, activation
 from ..nn.conditional import ConditionalAffine
 from ..nn.patch import crop, layer_norm, pad_to_multiple
 from ._grid2d import check_common, check_size, maybe_resize, output_grid, to_output_grid
-from .base import OperatorModel, _choice, _positive_int
+from .base import _CHANNELS_HELP, OperatorModel, _choice, _positive_int, _time_help
 
 __all__ = ["UNetConfig", "UNet"]
 
@@ -45,6 +45,20 @@ class UNetConfig:
     grid_size: Optional[int] = None
     out_size: Optional[int] = None
     time_conditioning: str = "none"
+
+    #: one-line help of each field (``opformer train PRESET --help``)
+    FIELD_HELP: ClassVar[dict[str, str]] = {
+        **_CHANNELS_HELP,
+        "width": "channels at the finest level, doubled at each coarser one",
+        "levels": "coarser levels, each a 2x2 max pooling (the grid is padded to a multiple of 2**levels)",
+        "activation": "activation of the convolutions: relu, gelu or silu",
+        "norm": "norm after each convolution: none (the original U-Net) or layer (over the channels of each point)",
+        "grid_size": "side of a square grid the input is resampled to (bilinear) and the network runs on, the "
+                     "output resampled back (null: the input grid)",
+        "out_size": "side of a square output grid, resampled bilinearly (null: the input grid)",
+        "time_conditioning": _time_help("lead-time conditioned layer norms, or with norm none a lead-time scale "
+                                        "and shift after each convolution"),
+    }
 
     def __post_init__(self):
         check_common(self)

@@ -17,7 +17,7 @@ output back, for a fixed token grid.  ``out_size``: a square output grid (biline
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
+from typing import ClassVar, Optional
 
 from torch import Tensor, nn
 
@@ -25,7 +25,7 @@ from ..nn.activations import ACTIVATIONS, activation
 from ..nn.attention import KERNELS, SimpleAttention
 from ..nn.patch import POS_ENCODINGS, PatchEmbed2d, PatchRecover2d, crop, layer_norm
 from ._grid2d import check_common, check_size, patched_input, to_output_grid
-from .base import OperatorModel, _choice, _positive_int, _rate
+from .base import _CHANNELS_HELP, OperatorModel, _choice, _positive_int, _rate, _time_help
 
 __all__ = ["ViTConfig", "ViT"]
 
@@ -51,6 +51,27 @@ class ViTConfig:
     grid_size: Optional[int] = None
     out_size: Optional[int] = None
     time_conditioning: str = "none"
+
+    #: one-line help of each field (``opformer train PRESET --help``)
+    FIELD_HELP: ClassVar[dict[str, str]] = {
+        **_CHANNELS_HELP,
+        "kind": "attention on the tokens: softmax (the standard ViT), galerkin, fourier or linear",
+        "d_model": "token width (divisible by n_heads)",
+        "num_layers": "transformer blocks",
+        "n_heads": "attention heads per block",
+        "mlp_ratio": "hidden width of the blocks' MLP over d_model",
+        "patch_size": "side of the patches, in grid points",
+        "activation": "activation of the blocks' MLP: relu, gelu or silu",
+        "dropout": "dropout inside the blocks' MLP and on their residual branches",
+        "pos_encoding": "position encoding added to the patch tokens: sincos (of the patch centres), learned (a "
+                        "pos_grid x pos_grid table) or none",
+        "pos_grid": "side of the learned position table, resampled to the token grid (pos_encoding learned only)",
+        "grid_size": "side of a square grid the input is resampled to (bilinear) and the model runs on, the output "
+                     "resampled back (null: the input grid)",
+        "out_size": "side of a square output grid, resampled bilinearly (null: the input grid)",
+        "time_conditioning": _time_help("lead-time conditioned layer norms, and per-head norms where the kind "
+                                        "has them"),
+    }
 
     def __post_init__(self):
         check_common(self)

@@ -20,7 +20,8 @@ from typing import Any
 
 import yaml
 
-from ..config import ConfigError, DataConfig, TrainConfig, check_section, coerce, field_help, flag, suggest
+from ..config import (ConfigError, DataConfig, TrainConfig, check_section, coerce, field_help, flag, help_text,
+                      suggest)
 
 __all__ = ["ConfigError", "Run", "list_presets", "load_preset", "apply_overrides", "resolve", "RECIPE_BOUND",
            "field_table"]
@@ -163,9 +164,9 @@ def _helps(cfg: dict) -> dict[str, str]:
     out = {}
     for name, owners in _leaf_owners(cfg).items():
         for _, cls in owners:
-            meta = {f.name: f.metadata for f in dataclasses.fields(cls)}[name]
-            if meta.get("help"):
-                out[name] = meta["help"]
+            field = {f.name: f for f in dataclasses.fields(cls)}[name]
+            if help_text(cls, field):
+                out[name] = help_text(cls, field)
     return out
 
 
