@@ -283,6 +283,9 @@ class TrainConfig:
     div_factor: float = opt(1.0e4, "initial learning rate = lr / div_factor", above=0.0)
     final_div_factor: float = opt(1.0e4, "final learning rate = initial / final_div_factor", above=0.0)
     weight_decay: float = opt(0.0, "Adam weight decay", min=0.0)
+    adam_beta2: float = opt(0.999, "Adam's second-moment decay; lower (0.98, 0.95) adapts faster to a sudden large "
+                                   "gradient, a common remedy for loss spikes (beta1 follows the one-cycle schedule)",
+                            min=0.0, max=0.9999)
     grad_clip: float = opt(0.999, "gradient norm clip (0: none)", min=0.0)
     divergence_retries: int = opt(
         2, "times a non-finite loss restores the weights and optimizer of the epoch's start and halves the "

@@ -19,7 +19,8 @@ from torch import Tensor
 __all__ = ["OperatorModule", "DivergenceError", "make_adam"]
 
 
-def make_adam(params, lr: float, weight_decay: float = 0.0, fused: bool = True) -> torch.optim.Adam:
+def make_adam(params, lr: float, weight_decay: float = 0.0, fused: bool = True,
+              beta2: float = 0.999) -> torch.optim.Adam:
     """Adam with PyTorch's fused kernel where the parameters' device has one (CPU and CUDA): one pass over all
     parameters instead of a dozen small kernels per tensor, the same update up to rounding (on a 1 M-parameter FNO on
     one CPU thread about 1 ms instead of 8-19 ms a step); the multi-tensor version elsewhere or with ``fused=False``
@@ -29,10 +30,10 @@ def make_adam(params, lr: float, weight_decay: float = 0.0, fused: bool = True) 
     floats = all(p.is_floating_point() for p in params)
     if fused and floats and devices and devices <= {"cpu", "cuda"}:
         try:
-            return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay, fused=True)
+            return torch.optim.Adam(params, lr=lr, betas=(0.9, beta2), weight_decay=weight_decay, fused=True)
         except (RuntimeError, ValueError):  # a build or dtype without the fused kernel
             pass
-    return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
+    return torch.optim.Adam(params, lr=lr, betas=(0.9, beta2), weight_decay=weight_decay)
 
 
 class DivergenceError(RuntimeError):
@@ -251,7 +252,7 @@ class OperatorModule(L.LightningModule):
     def configure_optimizers(self) -> Any:
         t = self.train_cfg
         opt = make_adam(self.operator.parameters(), lr=t.lr, weight_decay=t.weight_decay,
-                        fused=t.precision != "16-mixed")
+                        fused=t.precision != "16-mixed", beta2=t.adam_beta2)
         steps = self.trainer.estimated_stepping_batches
         sched = torch.optim.lr_scheduler.OneCycleLR(
             opt,

@@ -298,3 +298,35 @@ def test_the_trainers_adam_is_fused_and_updates_as_plain_adam():
             opt.step()
     for p, q in zip(a.parameters(), b.parameters()):
         torch.testing.assert_close(p, q, rtol=1e-10, atol=1e-12)
+
+
+def test_adam_beta2_reaches_the_trainers_optimizer(tiny_config, tmp_path):
+    """``train.adam_beta2`` is the second-moment decay of the optimizer a run uses (the checkpoint's param groups),
+    the fused and per-tensor versions make plain Adam's update with it, and a value outside [0, 0.9999] is refused."""
+    from opformer.config import ConfigError
+    from opformer.train.module import make_adam
+
+    train(_cfg(tiny_config, adam_beta2=0.95), tmp_path / "run", progress=False)
+    ck = torch.load(tmp_path / "run" / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    assert ck["optimizer_states"][0]["param_groups"][0]["betas"][1] == pytest.approx(0.95, rel=1e-12)
+    torch.manual_seed(0)
+    nets = [torch.nn.Linear(6, 4).double() for _ in range(3)]
+    for net in nets[1:]:
+        net.load_state_dict(nets[0].state_dict())
+    opts = [make_adam(nets[0].parameters(), lr=1e-2, beta2=0.9),
+            make_adam(nets[1].parameters(), lr=1e-2, beta2=0.9, fused=False),
+            torch.optim.Adam(nets[2].parameters(), lr=1e-2, betas=(0.9, 0.9), foreach=False)]
+    x = torch.randn(16, 6, dtype=torch.float64)
+    for step in range(8):
+        for net, opt in zip(nets, opts):
+            opt.zero_grad()
+            (net(x) * (1 + 10 * (step == 5))).pow(2).mean().backward()  # one large gradient
+            opt.step()
+    for net in nets[:2]:
+        for p, q in zip(net.parameters(), nets[2].parameters()):
+            torch.testing.assert_close(p, q, rtol=1e-10, atol=1e-12)
+    default = torch.nn.Linear(6, 4).double()
+    assert make_adam(default.parameters(), lr=1e-2).defaults["betas"] == (0.9, 0.999)
+    with pytest.raises(ConfigError, match="adam-beta2: must be <= 0.9999"):
+        _cfg(tiny_config, adam_beta2=1.0)
+
