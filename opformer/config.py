@@ -293,8 +293,8 @@ class TrainConfig:
     divergence_factor: float = opt(
         20.0, "blow-ups before NaN are restored from too, while retries are left: a step loss above this many times "
               "the median of the last 50 steps, or an epoch's mean training loss above a quarter of it times the best "
-              "epoch's; an epoch above a tenth of it times the best is not kept as a restore point (0: only "
-              "non-finite losses)", min=0.0)
+              "epoch's; an epoch whose loss or validation error is above a tenth of it times the best is not kept as a "
+              "restore point (0: only non-finite losses)", min=0.0)
     gamma: float = opt(0.1, "weight of the H1-seminorm regularizer (0: plain relative L2 loss)", min=0.0)
     gamma_convention: Literal["reference", "plain"] = opt(
         "reference", "reference: weight sqrt(gamma*h) as the paper's code; plain: gamma")

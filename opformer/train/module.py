@@ -63,6 +63,8 @@ class OperatorModule(L.LightningModule):
         self._retries_used = 0
         self._recent: collections.deque = collections.deque(maxlen=50)  # the last finite step losses
         self._best_epoch_loss: Optional[float] = None
+        self._best_val: Optional[float] = None  # the best validation error so far, and (epoch, error) of the last one
+        self._epoch_val: Optional[tuple[int, float]] = None
         self._last_epoch_suspect = False  # the state at the next epoch's start is then not a good one
         self.lr_halvings = 0
         self.divergence_log: list[str] = []
@@ -133,7 +135,15 @@ class OperatorModule(L.LightningModule):
         if not means:
             return
         mean = means["train_loss_epoch"]  # over the samples of every rank: one decision for all ranks
-        self._last_epoch_suspect = self._epoch_above(mean, 10)
+        # this epoch's validation error (Lightning validates before this hook), over all ranks: an epoch that more
+        # than doubled it (divergence_factor / 10 times the best) left a damaged state even where its training loss
+        # did not rise
+        val = self._epoch_val[1] if self._epoch_val and self._epoch_val[0] == self.current_epoch else None
+        factor = self.train_cfg.divergence_factor / 10
+        val_up = bool(factor) and val is not None and self._best_val is not None and val > factor * self._best_val
+        if val is not None and (self._best_val is None or val < self._best_val):
+            self._best_val = val
+        self._last_epoch_suspect = self._epoch_above(mean, 10) or val_up
         if self._epoch_above(mean, 4):
             best = self._best_epoch_loss
             self._recover(torch.tensor(mean), f"the mean training loss of epoch {self.current_epoch}, {mean:.4g}, "
@@ -235,6 +245,8 @@ class OperatorModule(L.LightningModule):
             # those equal values, which leaves them unchanged and tells Lightning the metric is global
             self.log(name, (t[0] / t[1].clamp_min(1)).float(), prog_bar=True, sync_dist=True,
                      add_dataloader_idx=False)
+            if name == "val_rel_l2" and not self.trainer.sanity_checking:
+                self._epoch_val = (self.current_epoch, float(t[0] / t[1].clamp_min(1)))
 
     def on_test_epoch_start(self) -> None:
         self._test_sum = [0.0, 0]

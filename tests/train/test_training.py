@@ -181,6 +181,26 @@ def test_a_blow_up_goes_back_past_an_epoch_whose_loss_rose_before_it(tiny_config
     assert "at epoch 4 (step 25): restored the state of the start of epoch 3" in m["divergence_notes"][0]
 
 
+def test_a_blow_up_goes_back_past_an_epoch_whose_validation_error_rose(tiny_config, tmp_path, monkeypatch):
+    """Epoch 3's validation error at 10x, its training loss unchanged, and a step of epoch 4 at 1000x: the state
+    epoch 3 left behind is not a restore point either, the restore goes back to the start of epoch 3."""
+    from opformer.tasks import burgers as M
+
+    real, calls = M.rel_l2, {"n": 0}
+
+    def val_rise_then_spike(pred, target):  # 8 calls per epoch: 6 training steps, 2 validation batches
+        calls["n"] += 1
+        out = real(pred, target)
+        if calls["n"] in (31, 32):  # the validation of epoch 3
+            return out * 10.0
+        return out * 1000.0 if calls["n"] == 34 else out  # epoch 4, step 25
+
+    monkeypatch.setattr(M, "rel_l2", val_rise_then_spike)
+    m = train(_cfg(tiny_config, epochs=5), tmp_path / "rise", progress=False)
+    assert m["lr_halvings"] == 1, m["divergence_notes"]
+    assert "at epoch 4 (step 25): restored the state of the start of epoch 3" in m["divergence_notes"][0]
+
+
 def test_missing_or_wrong_problem_data_is_refused(tmp_path, capsys):
     """A missing file, or 2D (Darcy-shaped) arrays given to a 1D Burgers preset, fail with the file and shapes."""
     import numpy as np
