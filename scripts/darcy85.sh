@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# Darcy forward 85 -> 29 and inverse 85 -> 29 on the CPU (docs/results.md, "Darcy at 85²: attention on the whole
-# grid"): the CPU-reduced budget of Tables 2b and 3 (256 training samples, 10 epochs, batch 4, the r421 data strided
-# to 85), one flag changed per run.  NOT the paper's setting (141² / 211², 1024 samples, 100 epochs).
+# Darcy forward 85 -> 29 and inverse 85 -> 29 on the CPU (docs/results.md, "Tables 2b and 3", CPU-reduced runs):
+# 256 training samples, 10 epochs, batch 4, the r421 data strided to 85, one flag changed per run.
+# NOT the paper's setting (141² / 211², 1024 samples, 100 epochs).
 #
 #   bash scripts/darcy85.sh                # every run below, one after the other, into runs/d85/
 #   RUNS="gt-d64-whole fno" bash scripts/darcy85.sh   # some of them
 #   OUT=runs/d85-s2 RUNS="fno gt-d64" bash scripts/darcy85.sh --seed 2   # another seed
 #   OUT=runs/d85-e20 RUNS="gt fno" bash scripts/darcy85.sh --epochs 20   # twice the epochs
 #   OUT=runs/d85-s3 RUNS="gt-lr5e-4" bash scripts/darcy85.sh --seed 3     # the seed that blew up, lower peak
+#   OUT=runs/d85-s3 RUNS="gt-eta0.1 gt-pct0.5 gt-beta2-0.98" bash scripts/darcy85.sh --seed 3   # init, warm-up, Adam
+#   RUNS="inv-ft-eps0 inv-ft-eps0.01 inv-gt-eps0.01-postln inv-gt-eps0-postln inv-fno-eps0.01 inv-fno-eps0" \
+#       bash scripts/darcy85.sh                                           # the inverse table (Table 3, reduced)
 #
 # Extra arguments go to every `opformer train` (e.g. --seed 2, --threads 1).
 set -euo pipefail
@@ -27,9 +30,16 @@ run gt-d64-whole   darcy-gt-cpu "${D64[@]}" --coarse-size 85
 run gt-d32         darcy-gt-cpu --d-model 32 --dim-feedforward 64
 run gt-d64-l3      darcy-gt-cpu "${D64[@]}" --num-layers 3
 run gt-lr5e-4      darcy-gt-cpu --lr 5e-4
+run gt-eta0.1      darcy-gt-cpu --eta 0.1
+run gt-pct0.5      darcy-gt-cpu --pct-start 0.5
+run gt-beta2-0.98  darcy-gt-cpu --adam-beta2 0.98
 run ft             darcy-ft-cpu
 run ft-d64         darcy-ft-cpu "${D64[@]}"
 run inv-gt-eps0.01 darcy-inverse-gt-cpu --noise 0.01
+run inv-gt-eps0.01-postln darcy-inverse-gt-cpu --noise 0.01 --norm-scheme regular
+run inv-gt-eps0-postln darcy-inverse-gt-cpu --noise 0 --norm-scheme regular
+run inv-ft-eps0.01 darcy-inverse-ft-cpu --noise 0.01
 run inv-ft-eps0    darcy-inverse-ft-cpu --noise 0
 run inv-gt-eps0    darcy-inverse-gt-cpu --noise 0
 run inv-fno-eps0.01 darcy-inverse-fno-cpu --noise 0.01
+run inv-fno-eps0   darcy-inverse-fno-cpu --noise 0
