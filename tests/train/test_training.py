@@ -160,42 +160,29 @@ def test_a_diverged_step_restores_the_epoch_start_and_halves_the_learning_rate(t
         train(_cfg(tiny_config, epochs=2), tmp_path / "bad", progress=False)
 
 
-def test_a_blow_up_goes_back_past_an_epoch_whose_loss_rose_before_it(tiny_config, tmp_path, monkeypatch):
-    """Epoch 3's loss at 4x (over twice the best epoch's, under the blow-up factor 5) and a step of epoch 4 at 1000x:
-    the restore goes back to the start of epoch 3, not to the state epoch 3 left behind.  (Without the rise the same
-    spike goes back to the start of epoch 4: the spike case of the test above.)"""
+# rel_l2 is called 8 times an epoch (6 training steps, 2 validation batches): calls 25-30 are epoch 3's training
+# steps, 31-32 its validation, 34 a training step of epoch 4 (step 25)
+@pytest.mark.parametrize("rise", [
+    pytest.param((range(25, 31), 4.0), id="training-loss"),  # over twice the best epoch's, under the blow-up factor 5
+    pytest.param((range(31, 33), 10.0), id="validation-error"),  # the training loss unchanged
+])
+def test_a_blow_up_goes_back_past_an_epoch_whose_error_rose_before_it(tiny_config, tmp_path, monkeypatch, rise):
+    """Epoch 3's training loss at 4x, or its validation error at 10x, then a step of epoch 4 at 1000x: the restore
+    goes back to the start of epoch 3, not to the state epoch 3 left behind.  (Without the rise the same spike goes
+    back to the start of epoch 4: the spike case of the test above.)"""
     from opformer.tasks import burgers as M
 
     real, calls = M.rel_l2, {"n": 0}
+    raised, factor = rise
 
-    def rise_then_spike(pred, target):  # 8 calls per epoch: 6 training steps, 2 validation batches
+    def rise_then_spike(pred, target):
         calls["n"] += 1
         out = real(pred, target)
-        if 25 <= calls["n"] <= 30:  # the six training steps of epoch 3
-            return out * 4.0
-        return out * 1000.0 if calls["n"] == 34 else out  # epoch 4, step 25
+        if calls["n"] in raised:
+            return out * factor
+        return out * 1000.0 if calls["n"] == 34 else out
 
     monkeypatch.setattr(M, "rel_l2", rise_then_spike)
-    m = train(_cfg(tiny_config, epochs=5), tmp_path / "rise", progress=False)
-    assert m["lr_halvings"] == 1, m["divergence_notes"]
-    assert "at epoch 4 (step 25): restored the state of the start of epoch 3" in m["divergence_notes"][0]
-
-
-def test_a_blow_up_goes_back_past_an_epoch_whose_validation_error_rose(tiny_config, tmp_path, monkeypatch):
-    """Epoch 3's validation error at 10x, its training loss unchanged, and a step of epoch 4 at 1000x: the state
-    epoch 3 left behind is not a restore point either, the restore goes back to the start of epoch 3."""
-    from opformer.tasks import burgers as M
-
-    real, calls = M.rel_l2, {"n": 0}
-
-    def val_rise_then_spike(pred, target):  # 8 calls per epoch: 6 training steps, 2 validation batches
-        calls["n"] += 1
-        out = real(pred, target)
-        if calls["n"] in (31, 32):  # the validation of epoch 3
-            return out * 10.0
-        return out * 1000.0 if calls["n"] == 34 else out  # epoch 4, step 25
-
-    monkeypatch.setattr(M, "rel_l2", val_rise_then_spike)
     m = train(_cfg(tiny_config, epochs=5), tmp_path / "rise", progress=False)
     assert m["lr_halvings"] == 1, m["divergence_notes"]
     assert "at epoch 4 (step 25): restored the state of the start of epoch 3" in m["divergence_notes"][0]
