@@ -11,7 +11,7 @@
 #   OUT=runs/d85-s3 RUNS="gt-eta0.1 gt-pct0.5 gt-beta2-0.98" bash scripts/darcy85.sh --seed 3   # init, warm-up, Adam
 #   RUNS="inv-ft-eps0 inv-ft-eps0.01 inv-gt-eps0.01-postln inv-gt-eps0-postln inv-fno-eps0.01 inv-fno-eps0" \
 #       bash scripts/darcy85.sh                                           # the inverse table (Table 3, reduced)
-#   OUT=runs/d85-s2 RUNS="inv-gt-eps0.01-postln" bash scripts/darcy85.sh --seed 2   # its second seed
+#   OUT=runs/d85-s2 RUNS="inv-gt-eps0.01-postln" bash scripts/darcy85.sh --seed 2   # its seeds (2, 3)
 #
 # Extra arguments go to every `opformer train` (e.g. --seed 2, --threads 1).
 set -euo pipefail
@@ -47,3 +47,5 @@ run inv-ft-eps0    darcy-inverse-ft-cpu --noise 0
 run inv-gt-eps0    darcy-inverse-gt-cpu --noise 0
 run inv-fno-eps0.01 darcy-inverse-fno-cpu --noise 0.01
 run inv-fno-eps0   darcy-inverse-fno-cpu --noise 0
+run inv-fno-eps0.1 darcy-inverse-fno-cpu --noise 0.1
+run inv-ft-eps0.1  darcy-inverse-ft-cpu --noise 0.1
