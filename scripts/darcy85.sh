@@ -40,6 +40,7 @@ run inv-gt-eps0.01 darcy-inverse-gt-cpu --noise 0.01
 run inv-gt-eps0.01-postln darcy-inverse-gt-cpu --noise 0.01 --norm-scheme regular
 run inv-gt-eps0-postln darcy-inverse-gt-cpu --noise 0 --norm-scheme regular
 run inv-gt-eps0-postln-beta2-0.98 darcy-inverse-gt-cpu --noise 0 --norm-scheme regular --adam-beta2 0.98
+run inv-gt-eps0.01-postln-beta2-0.98 darcy-inverse-gt-cpu --noise 0.01 --norm-scheme regular --adam-beta2 0.98
 run inv-gt-eps0.1-postln darcy-inverse-gt-cpu --noise 0.1 --norm-scheme regular
 run inv-ft-eps0.01 darcy-inverse-ft-cpu --noise 0.01
 run inv-ft-eps0.01-beta2-0.98 darcy-inverse-ft-cpu --noise 0.01 --adam-beta2 0.98
