@@ -164,9 +164,9 @@ def _helps(cfg: dict) -> dict[str, str]:
     out = {}
     for name, owners in _leaf_owners(cfg).items():
         for _, cls in owners:
-            field = {f.name: f for f in dataclasses.fields(cls)}[name]
-            if help_text(cls, field):
-                out[name] = help_text(cls, field)
+            text = help_text(cls, name)
+            if text:
+                out[name] = text
     return out
 
 

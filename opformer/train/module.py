@@ -105,13 +105,13 @@ class OperatorModule(L.LightningModule):
                 self.current_epoch,
             )
 
-    def _epoch_above(self, mean_loss: float, divisor: float) -> bool:
-        """The epoch's mean training loss is above ``divergence_factor / divisor`` times the best epoch's.  Divisor 4
-        (5 by default): a blow-up that grew over several steps, too slowly for the per-step check, restored from.
-        Divisor 10 (2 by default): suspect, not restored from, but the state it leaves is not kept as the one a later
-        restore goes back to (a blow-up is suspect too)."""
-        factor, best = self.train_cfg.divergence_factor / divisor, self._best_epoch_loss
-        return bool(factor) and best is not None and mean_loss > factor * best
+    def _above(self, value: Optional[float], best: Optional[float], divisor: float) -> bool:
+        """``value`` (an epoch's mean training loss or validation error) is above ``divergence_factor / divisor``
+        times the ``best`` so far.  Divisor 4 (5 by default), training loss: a blow-up that grew over several steps,
+        too slowly for the per-step check, restored from.  Divisor 10 (2 by default): suspect, not restored from, but
+        the state it leaves is not kept as the one a later restore goes back to (a blow-up is suspect too)."""
+        factor = self.train_cfg.divergence_factor / divisor
+        return bool(factor) and value is not None and best is not None and value > factor * best
 
     def train_epoch_means(self) -> dict:
         """``{"train_loss_epoch", "train_rel_l2"}`` of the epoch that just ended, averaged over the samples of every
@@ -139,16 +139,14 @@ class OperatorModule(L.LightningModule):
         # than doubled it (divergence_factor / 10 times the best) left a damaged state even where its training loss
         # did not rise
         val = self._epoch_val[1] if self._epoch_val and self._epoch_val[0] == self.current_epoch else None
-        factor = self.train_cfg.divergence_factor / 10
-        val_up = bool(factor) and val is not None and self._best_val is not None and val > factor * self._best_val
-        if val is not None and (self._best_val is None or val < self._best_val):
+        best_loss, best_val = self._best_epoch_loss, self._best_val
+        self._last_epoch_suspect = self._above(mean, best_loss, 10) or self._above(val, best_val, 10)
+        if val is not None and (best_val is None or val < best_val):
             self._best_val = val
-        self._last_epoch_suspect = self._epoch_above(mean, 10) or val_up
-        if self._epoch_above(mean, 4):
-            best = self._best_epoch_loss
+        if self._above(mean, best_loss, 4):
             self._recover(torch.tensor(mean), f"the mean training loss of epoch {self.current_epoch}, {mean:.4g}, "
-                          f"is over {self.train_cfg.divergence_factor / 4:g}x the best epoch's {best:.3g}")
-        elif self._best_epoch_loss is None or mean < self._best_epoch_loss:
+                          f"is over {self.train_cfg.divergence_factor / 4:g}x the best epoch's {best_loss:.3g}")
+        elif best_loss is None or mean < best_loss:
             self._best_epoch_loss = mean
 
     def _blown_up(self, loss: Tensor) -> bool:
@@ -243,10 +241,10 @@ class OperatorModule(L.LightningModule):
             t = self.trainer.strategy.reduce(t, reduce_op="sum")
             # the value is already the mean over all ranks' samples (identical on every rank); sync_dist averages
             # those equal values, which leaves them unchanged and tells Lightning the metric is global
-            self.log(name, (t[0] / t[1].clamp_min(1)).float(), prog_bar=True, sync_dist=True,
-                     add_dataloader_idx=False)
+            mean = t[0] / t[1].clamp_min(1)
+            self.log(name, mean.float(), prog_bar=True, sync_dist=True, add_dataloader_idx=False)
             if name == "val_rel_l2" and not self.trainer.sanity_checking:
-                self._epoch_val = (self.current_epoch, float(t[0] / t[1].clamp_min(1)))
+                self._epoch_val = (self.current_epoch, float(mean))
 
     def on_test_epoch_start(self) -> None:
         self._test_sum = [0.0, 0]
