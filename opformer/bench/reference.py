@@ -9,6 +9,7 @@ to be installed that could replace the local torch.  The stand-ins are only adde
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
 import importlib.util
 import sys
 import types
@@ -17,7 +18,7 @@ import warnings
 __all__ = ["reference_available", "reference_layer_class", "make_reference_layer"]
 
 # modules the reference imports at top level but never uses for SimpleTransformerEncoderLayer
-_UNUSED = ("psutil", "pandas", "torchinfo", "seaborn")
+_UNUSED = ("psutil", "pandas", "torchinfo", "seaborn", "IPython")
 
 
 def _stub(name: str) -> types.ModuleType:
@@ -33,6 +34,9 @@ def _stub(name: str) -> types.ModuleType:
         return _missing
 
     mod.__getattr__ = __getattr__
+    mod.__spec__ = importlib.machinery.ModuleSpec(name, None)  # importlib.util.find_spec asks stand-ins for it
+    if name == "IPython":  # the reference calls get_ipython() at import time; None means "not in a notebook"
+        mod.get_ipython = lambda: None
     return mod
 
 
@@ -60,6 +64,7 @@ def reference_layer_class():
         pkg = types.ModuleType("galerkin_transformer")
         pkg.__path__ = list(spec.submodule_search_locations)
         pkg.__file__ = spec.origin
+        pkg.__spec__ = spec
         sys.modules["galerkin_transformer"] = pkg
     with warnings.catch_warnings(), _quiet():
         warnings.simplefilter("ignore")

@@ -571,10 +571,11 @@ class SimpleAttention(nn.Module):
         out_proj: whether to have an output projection; ``None`` = only when pos_dim > 0 (the paper's budget).
         norm_eps: layer-norm epsilon.
         check_finite: raise if the input holds NaN/Inf (a debug check; off by default, it costs a sync).
-        fused: evaluate the galerkin kind (float32/float64, outside autocast, coordinates without gradient) by the
-            fused path: the same function reassociated so that n-sized work is only the K, V projections and
+        fused: evaluate the galerkin kind (on the CPU, float32/float64, outside autocast, coordinates without
+            gradient) by the fused path: the same function reassociated so that n-sized work is only the K, V projections and
             their moments and one d_model x d_model product per batch element (see the notes above
-            :func:`_head_gram`).  ``False`` always uses the kernel path (Q, K, V and the heads formed explicitly).
+            :func:`_head_gram`).  ``False`` always uses the kernel path (Q, K, V and the heads formed explicitly),
+            which is also the path on a GPU: there it is about 3.7x faster at batch 4 (fewer, larger kernels).
         conditioned: the per-head norms (K, V for galerkin/linear, Q, K for fourier/softmax) get a lead-time
             dependent scale and shift (:class:`~opformer.nn.conditional.ConditionalAffine`, the identity at
             initialisation); used when ``forward`` is given ``lead_time`` (then always on the kernel path).
@@ -722,6 +723,7 @@ class SimpleAttention(nn.Module):
     def _fused_applies(self, x: Tensor, pos: Optional[Tensor]) -> bool:
         return (
             self.fused
+            and x.device.type == "cpu"  # on a GPU the plain path is faster (fewer, larger kernels)
             and (self.kernel is galerkin_attention or self.kernel is linear_attention)
             and x.dtype in (torch.float32, torch.float64)
             and not torch.is_autocast_enabled(x.device.type)

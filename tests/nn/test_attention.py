@@ -448,13 +448,14 @@ def test_fused_backward_in_row_blocks_equals_one_block(kind, monkeypatch):
 
 
 def test_fused_path_applies_only_where_it_is_the_same_function():
-    """Falls back to the explicit heads for low precision, under autocast, and for coordinates that need a gradient;
-    attention dropout acts on the small (p+d) x (p+d) matrix on both paths (same distribution, stochastic)."""
+    """Falls back to the explicit heads for low precision, under autocast, for coordinates that need a gradient and
+    off the CPU (on a GPU the explicit heads are faster: docs/benchmarks.md, section "GPU"); attention dropout acts on the small (p+d) x (p+d) matrix on both paths (same distribution, stochastic)."""
     att = SimpleAttention(8, 2, "galerkin", pos_dim=1)
     x, pos = torch.randn(1, 5, 8), torch.rand(1, 5, 1)
     assert att._fused_applies(x, pos)
     assert not att._fused_applies(x.bfloat16(), pos)
     assert not att._fused_applies(x, pos.requires_grad_())
+    assert not att._fused_applies(x.to("meta"), pos.detach().to("meta"))
     with torch.autocast("cpu", dtype=torch.bfloat16):
         assert not att._fused_applies(x, pos)
     assert not SimpleAttention(8, 2, "galerkin", pos_dim=1, fused=False)._fused_applies(x, pos)

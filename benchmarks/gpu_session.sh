@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# One GPU lease in three commands, for a machine that is lent by the half hour and starts bare:
+#   bash benchmarks/gpu_session.sh start BUDGET_MIN   install, smoke test, start the full-size runs (scripts/gpu_tables.py)
+#                                                     in the background, then the GPU benchmarks (benchmarks/run_gpu.sh)
+#                                                     with the GPU to themselves while the data are generated
+#   bash benchmarks/gpu_session.sh wait SECONDS       follow the runs; collect once they have all ended
+# Results go to $OUT (or OUTDIR): the benchmark records as one tarball, the runs as scripts/gpu_tables.py collect packs.
+set -u
+export PYTHONUNBUFFERED=1 PYTHONWARNINGS=ignore
+OUT=${OUT:-${OUTDIR:-benchmarks/results/gpu}}
+mkdir -p "$OUT"
+T0=$(date +%s)
+el() { echo $(( $(date +%s) - T0 )); }
+log() { echo "=== +$(el)s load $(cut -d' ' -f1-3 /proc/loadavg): $*"; }
+
+if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then  # the reference package, carried as a wheel
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH=/tmp/site
+fi
+if ! command -v opformer >/dev/null; then
+  python3 -m pip install -q --no-deps --no-index --no-build-isolation -e . >/tmp/pip.log 2>&1 \
+    || { tail -5 /tmp/pip.log; echo "install failed"; exit 1; }
+fi
+
+case "${1:-}" in
+start)
+  budget=${2:-24}
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+  lscpu | grep -E "Model name|^CPU\(s\)" | tr -s ' '
+  mkdir -p runs/gpu
+  rm -f runs/gpu/bench.done
+  python3 scripts/gpu_tables.py start --budget-min "$budget" --workers 12 --threads 2 --wait-for runs/gpu/bench.done
+  log "smoke: one epoch of the README quick job on the GPU"
+  timeout 150 opformer train burgers-quick --accelerator gpu --epochs 2 --out /tmp/smoke --no-progress --overwrite \
+    2>&1 | grep -v Warning | tail -8
+  log "smoke: the CUDA tests"
+  timeout 120 python3 -m pytest -q -p no:cacheprovider tests/pde/test_navier_stokes.py -k cuda 2>&1 | tail -3
+  log "benchmarks"
+  mkdir -p /tmp/bench
+  bash benchmarks/run_gpu.sh /tmp/bench > /tmp/bench/bench.log 2>&1
+  touch runs/gpu/bench.done
+  grep -v "^\s*$" /tmp/bench/bench.log | tail -60
+  tar czf "$OUT/bench.tar.gz" -C /tmp bench
+  log "training runs"
+  while [ "$(el)" -lt "${3:-540}" ]; do sleep 20; done
+  python3 scripts/gpu_tables.py status | tee "$OUT/status.txt"
+  ;;
+wait)
+  limit=${2:-540}
+  [ -f runs/gpu/state.json ] || { echo "no runs here: a fresh machine"; exit 2; }
+  while [ "$(el)" -lt "$limit" ]; do
+    grep -q '"finished"' runs/gpu/state.json && break
+    sleep 10
+  done
+  python3 scripts/gpu_tables.py status | tee "$OUT/status.txt"
+  if grep -q '"finished"' runs/gpu/state.json; then
+    log "collect"
+    python3 scripts/gpu_tables.py collect "$OUT" --max-files 7 --max-mb 15
+  fi
+  ;;
+*)
+  echo "usage: bash benchmarks/gpu_session.sh start BUDGET_MIN [SECONDS] | wait SECONDS"; exit 2 ;;
+esac
+log "end"
