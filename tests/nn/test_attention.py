@@ -465,3 +465,24 @@ def test_fused_path_applies_only_where_it_is_the_same_function():
     drop = SimpleAttention(8, 2, "galerkin", pos_dim=1, dropout=0.3).train()
     pos = pos.detach()
     assert drop._fused_applies(x, pos) and not torch.equal(drop(x, pos), drop(x, pos))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("kind", ["galerkin", "linear"])
+def test_gpu_layer_equals_the_cpu_fused_layer(kind):
+    """On a GPU the layer takes the explicit heads; in float64 it is the CPU's fused function to round-off, values
+    and gradients, with quadrature weights and coordinates."""
+    cpu, _ = _perturbed_pair(kind, pos_dim=1)
+    gpu = SimpleAttention(12, 3, kind, init="xavier", pos_dim=1).double().cuda()
+    gpu.load_state_dict(cpu.state_dict())
+    torch.manual_seed(3)
+    x = torch.randn(2, 37, 12, dtype=torch.float64, requires_grad=True)
+    pos, w = torch.rand(2, 37, 1, dtype=torch.float64), torch.rand(2, 37, dtype=torch.float64)
+    xg = x.detach().cuda().requires_grad_()
+    assert cpu._fused_applies(x, pos) and not gpu._fused_applies(xg, pos.cuda())
+    yc, yg = cpu(x, pos, w), gpu(xg, pos.cuda(), w.cuda())
+    torch.testing.assert_close(yg.cpu(), yc, rtol=1e-10, atol=1e-12)
+    gc = torch.autograd.grad(yc.square().sum(), [x, *cpu.parameters()])
+    gg = torch.autograd.grad(yg.square().sum(), [xg, *gpu.parameters()])
+    for a, b in zip(gc, gg):
+        torch.testing.assert_close(b.cpu(), a, rtol=1e-10, atol=1e-12)
