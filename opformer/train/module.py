@@ -15,6 +15,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..tasks.losses import rel_l2
+
 
 __all__ = ["OperatorModule", "DivergenceError", "make_adam"]
 
@@ -66,6 +68,11 @@ class OperatorModule(L.LightningModule):
         self._best_val: Optional[float] = None  # the best validation error so far, and (epoch, error) of the last one
         self._epoch_val: Optional[tuple[int, float]] = None
         self._last_epoch_suspect = False  # the state at the next epoch's start is then not a good one
+        # the validation targets' mean field (summed over the first validation epoch), then the validation error of
+        # predicting it for every sample: the level a model that collapsed to the mean sits at
+        self._mean_sum: Optional[list] = None  # [sum of targets, count] while being summed
+        self._mean_field: Optional[Tensor] = None
+        self._mean_field_err: Optional[float] = None
         self.lr_halvings = 0
         self.divergence_log: list[str] = []
         self._train_sums: Optional[Tensor] = None  # this epoch's (sum of loss x batch, sum of rel. L2, samples)
@@ -140,14 +147,28 @@ class OperatorModule(L.LightningModule):
         # did not rise
         val = self._epoch_val[1] if self._epoch_val and self._epoch_val[0] == self.current_epoch else None
         best_loss, best_val = self._best_epoch_loss, self._best_val
-        self._last_epoch_suspect = self._above(mean, best_loss, 10) or self._above(val, best_val, 10)
+        collapsed = self._collapsed(val, best_val)
+        self._last_epoch_suspect = self._above(mean, best_loss, 10) or self._above(val, best_val, 10) or collapsed
         if val is not None and (best_val is None or val < best_val):
             self._best_val = val
         if self._above(mean, best_loss, 4):
             self._recover(torch.tensor(mean), f"the mean training loss of epoch {self.current_epoch}, {mean:.4g}, "
                           f"is over {self.train_cfg.divergence_factor / 4:g}x the best epoch's {best_loss:.3g}")
+        elif collapsed:
+            self._recover(torch.tensor(mean), f"the validation error of epoch {self.current_epoch}, {val:.4g}, is "
+                          f"that of predicting the mean field ({self._mean_field_err:.4g}) after {best_val:.3g}: the "
+                          "model collapsed to the mean")
         elif best_loss is None or mean < best_loss:
             self._best_epoch_loss = mean
+
+    def _collapsed(self, val: Optional[float], best_val: Optional[float]) -> bool:
+        """A collapse to the mean: the validation error is back at that of predicting the validation targets' mean
+        field for every sample (0.95-1.2x of it; far above is a blow-up, left to the other rules), after the model
+        had been clearly better (below 0.75x of it).  The training loss of such a collapse rises by less than the
+        blow-up rules catch (1.6-2x, then flat)."""
+        base = self._mean_field_err
+        return (bool(self.train_cfg.divergence_factor) and val is not None and best_val is not None
+                and base is not None and 0.95 * base < val < 1.2 * base and best_val < 0.75 * base)
 
     def _blown_up(self, loss: Tensor) -> bool:
         """A finite loss above ``divergence_factor`` times the median of the last 50 finite step losses (once 20 were
@@ -227,15 +248,43 @@ class OperatorModule(L.LightningModule):
     # validation: dataloader 0 is the validation split; with selection=test a second loader is the test split
     def on_validation_epoch_start(self) -> None:
         self._val_sums = {}
+        if self._mean_field is None and self._mean_sum is None and not self.trainer.sanity_checking:
+            self._mean_sum = [None, 0]
 
     def validation_step(self, batch: dict, batch_idx: int, dataloader_idx: int = 0) -> None:
-        _, l2, _ = self._losses(batch)
+        pred, l2, _ = self._losses(batch)
         name = "val_rel_l2" if dataloader_idx == 0 else "test_rel_l2_selection"
         acc = self._val_sums.setdefault(name, [0.0, 0])
         acc[0] += float(l2.double().sum())
         acc[1] += int(l2.numel())
+        if dataloader_idx == 0 and not self.trainer.sanity_checking:
+            self._mean_field_step(pred, batch)
+
+    def _mean_field_step(self, pred: Tensor, batch: dict) -> None:
+        """First validation epoch: sum the targets; the next one: the error of predicting their mean field."""
+        target = batch["target"]
+        if self._mean_sum is not None:
+            t = target.detach().to(torch.float64).sum(0)
+            self._mean_sum[0] = t if self._mean_sum[0] is None else self._mean_sum[0] + t
+            self._mean_sum[1] += target.shape[0]
+        elif self._mean_field is not None and self._mean_field_err is None:
+            # every task's metric is the relative L2 error of the whole field (opformer.tasks.losses.rel_l2)
+            l2c = rel_l2(self._mean_field.to(pred.dtype).expand_as(target), target)
+            acc = self._val_sums.setdefault("mean_field", [0.0, 0])
+            acc[0] += float(l2c.double().sum())
+            acc[1] += int(l2c.numel())
 
     def on_validation_epoch_end(self) -> None:
+        if self._mean_sum is not None and self._mean_sum[0] is not None:
+            total = torch.cat((self._mean_sum[0].flatten(), self._mean_sum[0].new_tensor([self._mean_sum[1]])))
+            total = self.trainer.strategy.reduce(total, reduce_op="sum")
+            self._mean_field = (total[:-1] / total[-1].clamp_min(1)).view_as(self._mean_sum[0])
+            self._mean_sum = None
+        if "mean_field" in self._val_sums:
+            s, c = self._val_sums.pop("mean_field")
+            t = self.trainer.strategy.reduce(torch.tensor([s, float(c)], dtype=torch.float64, device=self.device),
+                                             reduce_op="sum")
+            self._mean_field_err = float(t[0] / t[1].clamp_min(1))
         for name, (s, c) in self._val_sums.items():
             t = torch.tensor([s, float(c)], dtype=torch.float64, device=self.device)
             t = self.trainer.strategy.reduce(t, reduce_op="sum")

@@ -188,6 +188,29 @@ def test_a_blow_up_goes_back_past_an_epoch_whose_error_rose_before_it(tiny_confi
     assert "at epoch 4 (step 25): restored the state of the start of epoch 3" in m["divergence_notes"][0]
 
 
+def test_a_collapse_to_the_mean_is_restored_from(tiny_config, tmp_path, monkeypatch):
+    """Epoch 3's validation predictions replaced by the validation targets' mean field (what a model that collapsed
+    to the mean predicts): its error is the mean field's, well above the best so far but far under the blow-up
+    rules' thresholds; the run goes back to the start of epoch 3 with half the learning rate and says why."""
+    from opformer.train.module import OperatorModule
+
+    real = OperatorModule.forward
+
+    def collapsing(self, batch):
+        out = real(self, batch)
+        if not self.training and self.current_epoch == 3 and self._mean_field is not None:
+            return self._mean_field.to(out.dtype).expand_as(out).clone()
+        return out
+
+    monkeypatch.setattr(OperatorModule, "forward", collapsing)
+    m = train(_cfg(tiny_config, epochs=5), tmp_path / "collapse", progress=False)
+    assert m["lr_halvings"] == 1, m["divergence_notes"]
+    note = m["divergence_notes"][0]
+    assert note.startswith("the validation error of epoch 3") and "collapsed to the mean" in note, note
+    assert "restored the state of the start of epoch 3" in note
+    assert m["val_rel_l2"] < 0.75 * float(note.split("mean field (")[1].split(")")[0])
+
+
 def test_missing_or_wrong_problem_data_is_refused(tmp_path, capsys):
     """A missing file, or 2D (Darcy-shaped) arrays given to a 1D Burgers preset, fail with the file and shapes."""
     import numpy as np
