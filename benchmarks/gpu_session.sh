@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One GPU lease in three commands, for a machine that is lent by the half hour and starts bare:
-#   bash benchmarks/gpu_session.sh start BUDGET_MIN   install, smoke test, start the full-size runs (scripts/gpu_tables.py)
-#                                                     in the background, then the GPU benchmarks (benchmarks/run_gpu.sh)
-#                                                     with the GPU to themselves while the data are generated
+#   bash benchmarks/gpu_session.sh start BUDGET_MIN   install, smoke test, start the full-size runs
+#                                                     (scripts/gpu_tables.py) in the background, then the GPU
+#                                                     benchmarks (benchmarks/run_gpu.sh) with the GPU to themselves
+#                                                     while the data are generated
 #   bash benchmarks/gpu_session.sh wait SECONDS       follow the runs; collect once they have all ended
 # Environment: RUNS="name ..." picks the runs (scripts/gpu_tables.py list; default: its default list); BENCH=0 skips
 # the benchmarks (the runs then start as soon as their data are there).
@@ -37,7 +38,8 @@ start)
   timeout 150 opformer train burgers-quick --accelerator gpu --epochs 2 --out /tmp/smoke --no-progress --overwrite \
     2>&1 | grep -v Warning | tail -8
   log "smoke: the CUDA tests"
-  timeout 180 python3 -m pytest -q -p no:cacheprovider tests/pde/test_navier_stokes.py tests/nn/test_attention.py -k gpu 2>&1 | tail -3
+  timeout 180 python3 -m pytest -q -p no:cacheprovider tests/pde/test_navier_stokes.py tests/nn/test_attention.py \
+    -k gpu 2>&1 | tail -3
   if [ "${BENCH:-1}" != 0 ]; then
     log "benchmarks"
     mkdir -p /tmp/bench

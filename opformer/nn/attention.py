@@ -572,8 +572,8 @@ class SimpleAttention(nn.Module):
         norm_eps: layer-norm epsilon.
         check_finite: raise if the input holds NaN/Inf (a debug check; off by default, it costs a sync).
         fused: evaluate the galerkin kind (on the CPU, float32/float64, outside autocast, coordinates without
-            gradient) by the fused path: the same function reassociated so that n-sized work is only the K, V projections and
-            their moments and one d_model x d_model product per batch element (see the notes above
+            gradient) by the fused path: the same function reassociated so that n-sized work is only the K, V
+            projections and their moments and one d_model x d_model product per batch element (see the notes above
             :func:`_head_gram`).  ``False`` always uses the kernel path (Q, K, V and the heads formed explicitly),
             which is also the path on a GPU: there it is about 3.7x faster at batch 4 (fewer, larger kernels).
         conditioned: the per-head norms (K, V for galerkin/linear, Q, K for fourier/softmax) get a lead-time

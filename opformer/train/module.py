@@ -281,16 +281,11 @@ class OperatorModule(L.LightningModule):
             self._mean_field = (total[:-1] / total[-1].clamp_min(1)).view_as(self._mean_sum[0])
             self._mean_sum = None
         if "mean_field" in self._val_sums:
-            s, c = self._val_sums.pop("mean_field")
-            t = self.trainer.strategy.reduce(torch.tensor([s, float(c)], dtype=torch.float64, device=self.device),
-                                             reduce_op="sum")
-            self._mean_field_err = float(t[0] / t[1].clamp_min(1))
+            self._mean_field_err = float(self._mean_over_ranks(*self._val_sums.pop("mean_field")))
         for name, (s, c) in self._val_sums.items():
-            t = torch.tensor([s, float(c)], dtype=torch.float64, device=self.device)
-            t = self.trainer.strategy.reduce(t, reduce_op="sum")
             # the value is already the mean over all ranks' samples (identical on every rank); sync_dist averages
             # those equal values, which leaves them unchanged and tells Lightning the metric is global
-            mean = t[0] / t[1].clamp_min(1)
+            mean = self._mean_over_ranks(s, c)
             self.log(name, mean.float(), prog_bar=True, sync_dist=True, add_dataloader_idx=False)
             if name == "val_rel_l2" and not self.trainer.sanity_checking:
                 self._epoch_val = (self.current_epoch, float(mean))
@@ -304,9 +299,14 @@ class OperatorModule(L.LightningModule):
         self._test_sum[1] += int(l2.numel())
 
     def on_test_epoch_end(self) -> None:
-        t = torch.tensor(self._test_sum, dtype=torch.float64, device=self.device)
+        self.log("test_rel_l2", self._mean_over_ranks(*self._test_sum).float(), sync_dist=True)  # equal on all ranks
+
+    def _mean_over_ranks(self, total: float, count: int) -> Tensor:
+        """The mean of per-sample values given this rank's ``total`` and ``count``, over the samples of every rank
+        (a collective: call it on every rank)."""
+        t = torch.tensor([total, float(count)], dtype=torch.float64, device=self.device)
         t = self.trainer.strategy.reduce(t, reduce_op="sum")
-        self.log("test_rel_l2", (t[0] / t[1].clamp_min(1)).float(), sync_dist=True)  # equal on all ranks
+        return t[0] / t[1].clamp_min(1)
 
     def configure_optimizers(self) -> Any:
         t = self.train_cfg

@@ -449,7 +449,8 @@ def test_fused_backward_in_row_blocks_equals_one_block(kind, monkeypatch):
 
 def test_fused_path_applies_only_where_it_is_the_same_function():
     """Falls back to the explicit heads for low precision, under autocast, for coordinates that need a gradient and
-    off the CPU (on a GPU the explicit heads are faster: docs/benchmarks.md, section "GPU"); attention dropout acts on the small (p+d) x (p+d) matrix on both paths (same distribution, stochastic)."""
+    off the CPU (on a GPU the explicit heads are faster: docs/benchmarks.md, section "GPU"); attention dropout acts
+    on the small (p+d) x (p+d) matrix on both paths (same distribution, stochastic)."""
     att = SimpleAttention(8, 2, "galerkin", pos_dim=1)
     x, pos = torch.randn(1, 5, 8), torch.rand(1, 5, 1)
     assert att._fused_applies(x, pos)
