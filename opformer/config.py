@@ -309,6 +309,10 @@ class TrainConfig:
         "auto", "distribution strategy")
     num_nodes: int = opt(1, "nodes", min=1)
     num_workers: int = opt(0, "data loader worker processes", min=0)
+    deterministic: Union[bool, Literal["auto"]] = opt(
+        "auto", "deterministic kernels (same seed and machine, same result): true, false, or auto: on for the CPU "
+                "(where they cost nothing), off on a GPU (there they replace fast kernels, e.g. the bilinear "
+                "resampling of the 2D models, by slow ones)")
     checkpoint_every_n_steps: int = opt(0, "also write last.ckpt every N steps (0: at the end of each epoch only)",
                                         min=0)
     plot_samples: int = opt(4, "test samples shown in the prediction plot", min=0)

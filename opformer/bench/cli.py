@@ -241,18 +241,23 @@ def cmd_train(args) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     _threads(args)
-    print(f"# {measure.machine_info('cpu').get('cpu', '')}; torch {torch.__version__}, "
-          f"{torch.get_num_threads()} threads; load {measure.loadavg()}")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("error: --device cuda: no CUDA device is visible to torch", file=sys.stderr)
+        return 2
+    info = measure.machine_info(args.device)
+    gpu = f"{info['gpu']} on " if "gpu" in info else ""
+    print(f"# {gpu}{info.get('cpu', '')}; torch {torch.__version__}, {torch.get_num_threads()} threads; "
+          f"load {measure.loadavg()}")
     print("# overhead = epoch (training + validation + checkpoints) / (steps x bare optimizer step); goal <= 1.25")
     records = []
     for preset, over in cases:
         try:
             rec = train_overhead(preset, {**shared, **over}, epochs=args.epochs, repeats=args.repeats,
-                                 warmup=args.warmup)
+                                 warmup=args.warmup, device=args.device)
         except ConfigError as err:
             print(f"error: {preset}: {err}", file=sys.stderr)
             return 2
-        rec["machine"] = measure.machine_info("cpu")
+        rec["machine"] = measure.machine_info(args.device)
         rec["loadavg"] = measure.loadavg()
         records.append(rec)
         share = rec.get("model_step_seconds")
@@ -325,6 +330,8 @@ def register(subparsers) -> argparse.ArgumentParser:
     t.add_argument("--repeats", type=int, default=10, help="bare steps timed before and after the epochs each")
     t.add_argument("--warmup", type=int, default=3)
     t.add_argument("--threads", type=int, default=None, help="torch threads (default: the CPUs this process may use)")
+    t.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where the trainer and the bare steps run "
+                   "(default cpu)")
     t.add_argument("--json", metavar="FILE", help="write the records (a JSON list) here")
     t.set_defaults(func=cmd_train)
     return bench

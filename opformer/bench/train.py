@@ -67,38 +67,48 @@ def _after_each_epoch(fn):
     return AfterEpoch()
 
 
-def _time(fn, repeats: int, warmup: int) -> list[float]:
+def _time(fn, repeats: int, warmup: int, sync=lambda: None) -> list[float]:
     for _ in range(warmup):
         fn()
     out = []
     for _ in range(repeats):
+        sync()
         t0 = time.perf_counter()
         fn()
+        sync()
         out.append(time.perf_counter() - t0)
     return out
 
 
 def train_overhead(preset: str, overrides: Optional[dict] = None, *, epochs: int = 2, repeats: int = 10,
-                   warmup: int = 3) -> dict:
-    """Measure the training overhead of ``preset`` (see the module docstring); returns a record (dict)."""
+                   warmup: int = 3, device: str = "cpu") -> dict:
+    """Measure the training overhead of ``preset`` (see the module docstring) on ``device`` ("cpu" or "cuda", one
+    device; the trainer's own settings otherwise); returns a record (dict)."""
     from ..train.cli import _quiet_lightning
     from ..train.config import apply_overrides, load_preset
     from ..train.module import OperatorModule, make_adam
     from ..train.run import _DataModule, _trainer, checkpoint_callbacks, prepare_run
 
     cfg = load_preset(preset)
-    cfg, explicit = apply_overrides(cfg, {**(overrides or {}), "epochs": epochs, "accelerator": "cpu"})
+    gpu = torch.device(device).type == "cuda"
+    cfg, explicit = apply_overrides(cfg, {**(overrides or {}), "epochs": epochs, "accelerator": "gpu" if gpu else "cpu",
+                                          "devices": 1})
     run, bundle, operator, artifact, _notes = prepare_run(cfg, frozenset(explicit), progress=False)
     t = run.train
     rec = {"what": "train", "preset": preset, "overrides": dict(overrides or {}), "batch": t.batch_size,
            "n_train": len(bundle.datasets["train"]), "n_val": len(bundle.datasets["val"]),
-           "grid": list(bundle.input_grid), "threads": torch.get_num_threads()}
+           "grid": list(bundle.input_grid), "threads": torch.get_num_threads(), "device": device}
 
     # the bare step on one training batch of the same shape, on a copy of the operator (the training is untouched),
     # timed right after every epoch: the two figures of a ratio see the same machine load
     ds = bundle.datasets["train"]
-    batch = torch.utils.data.default_collate([ds[i] for i in range(min(t.batch_size, len(ds)))])
-    op = copy.deepcopy(operator).train()
+    dev = torch.device(device)
+    first = range(min(t.batch_size, len(ds)))
+    batch = ds.batch(first) if callable(getattr(ds, "batch", None)) else torch.utils.data.default_collate(
+        [ds[i] for i in first])
+    batch = {k: v.to(dev) for k, v in batch.items()}
+    op = copy.deepcopy(operator).to(dev).train()
+    sync = torch.cuda.synchronize if gpu else (lambda: None)
     opt = make_adam(op.parameters(), lr=1e-12)  # the trainer's optimizer; a tiny lr: the timing does not depend on it
 
     def bare():
@@ -126,7 +136,7 @@ def train_overhead(preset: str, overrides: Optional[dict] = None, *, epochs: int
     # the real trainer, as opformer train builds it
     module = OperatorModule(run, operator, artifact)
     clock = _epoch_clock()
-    bare_after = _after_each_epoch(lambda first: _time(bare, repeats, warmup if first else 1))
+    bare_after = _after_each_epoch(lambda first: _time(bare, repeats, warmup if first else 1, sync))
     with tempfile.TemporaryDirectory(prefix="opformer-bench-train-") as tmp:
         out = Path(tmp)
         _quiet_lightning()
@@ -139,7 +149,7 @@ def train_overhead(preset: str, overrides: Optional[dict] = None, *, epochs: int
     rec["bare_step_seconds_all"] = bare_after.results[-1]
     rec["bare_step_seconds_per_epoch"] = bare_all
     try:
-        rec["model_step_seconds"] = statistics.median(_time(net, repeats, warmup))
+        rec["model_step_seconds"] = statistics.median(_time(net, repeats, warmup, sync))
     except (TypeError, RuntimeError, AttributeError):  # a model with another calling convention: not reported
         rec["model_step_seconds"] = None
     rec["overhead_per_epoch"] = [e / (n * b) for (e, n), b in zip(clock.epochs, bare_all)]

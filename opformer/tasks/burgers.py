@@ -14,7 +14,7 @@ import numpy as np
 from ..config import TrainConfig, opt
 from ..data.datasets import FieldDataset, SplitArrays, UnitGaussianNormalizer, sample_array, stride_for
 from .base import Bundle, Task, model_table, open_pair, register_task, split_indices
-from .losses import effective_gamma, h1_seminorm_1d, rel_l2
+from .losses import effective_gamma, grid_step, h1_seminorm_1d, rel_l2
 
 
 @dataclasses.dataclass
@@ -65,7 +65,7 @@ class BurgersTask(Task):
         if train.gamma <= 0:
             return l2, l2.new_zeros(l2.shape)
         n = pred.shape[1]
-        h = float(batch["coords"][0, 1, 0] - batch["coords"][0, 0, 0])
+        h = grid_step(batch["coords"][0, 0, 0], batch["coords"][0, 1, 0])
         gamma = effective_gamma(train.gamma, n, train.gamma_convention)
         return l2, gamma * h1_seminorm_1d(pred, batch["target_grad"], h)
 

@@ -17,7 +17,7 @@ from ..config import TrainConfig
 from ..data.datasets import FieldDataset, SplitArrays, UnitGaussianNormalizer, sample_array, stride_for
 from ..pde.errors import DataError
 from .base import Bundle, Operator, Task, grid_kind_of, model_table, open_pair, register_task, split_indices
-from .losses import effective_gamma, h1_seminorm_2d, rel_l2
+from .losses import effective_gamma, grid_step, h1_seminorm_2d, rel_l2
 
 
 def stored_grid(src, n: int) -> tuple[np.ndarray, str]:
@@ -158,7 +158,7 @@ class DarcyTask(Task):
         if train.gamma <= 0:
             return l2, l2.new_zeros(l2.shape)
         c = batch["coords"]
-        h = float(c[0, 1, 0, 0] - c[0, 0, 0, 0])
+        h = grid_step(c[0, 0, 0, 0], c[0, 1, 0, 0])
         gamma = effective_gamma(train.gamma, pred.shape[1], train.gamma_convention)
         return l2, gamma * h1_seminorm_2d(pred, batch["target_grad"], batch["input"], h)
 

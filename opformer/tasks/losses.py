@@ -25,6 +25,13 @@ def effective_gamma(gamma: float, n: int, convention: str) -> float:
     raise ValueError(f"gamma_convention must be 'reference' or 'plain', got {convention!r}")
 
 
+def grid_step(a: Tensor, b: Tensor):
+    """``b - a``, the spacing of two neighbouring grid coordinates: a float on the CPU; on another device a 0-d
+    tensor, since reading a device value into Python makes the host wait for the device, at every training step."""
+    d = b - a
+    return float(d) if d.device.type == "cpu" else d
+
+
 def _flat(x: Tensor) -> Tensor:
     return x.reshape(x.shape[0], -1)
 

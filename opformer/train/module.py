@@ -42,6 +42,27 @@ class DivergenceError(RuntimeError):
     """Training produced a non-finite loss; nothing was checkpointed for the diverged state."""
 
 
+class _StepLoss:
+    """A training step's loss (detached) and per-sample errors, with its value on the host: read at once, or, when
+    ``deferred`` on a GPU, copied into pinned host memory without waiting and read at the next step (an event marks
+    the copy's end, long past by then)."""
+
+    def __init__(self, loss: Tensor, l2: Tensor, epoch: int, step: int, deferred: bool = False):
+        self.loss, self.l2, self.epoch, self.step, self.deferred = loss.detach(), l2.detach(), epoch, step, deferred
+        self._host, self._event = None, None
+        if deferred and self.loss.device.type == "cuda":
+            self._host = torch.empty((), dtype=self.loss.dtype, pin_memory=True)
+            self._host.copy_(self.loss, non_blocking=True)
+            self._event = torch.cuda.Event()
+            self._event.record()
+
+    def value(self) -> float:
+        if self._event is not None:
+            self._event.synchronize()
+            return float(self._host)
+        return float(self.loss)
+
+
 class OperatorModule(L.LightningModule):
     """Trains a task's :class:`~opformer.tasks.Operator` on batches ``{"input", "target", "coords", ...}``.
 
@@ -77,6 +98,7 @@ class OperatorModule(L.LightningModule):
         self.divergence_log: list[str] = []
         self._train_sums: Optional[Tensor] = None  # this epoch's (sum of loss x batch, sum of rel. L2, samples)
         self._train_means: Optional[tuple[int, dict]] = None  # (epoch, its means over all ranks), computed once
+        self._pending: Optional[_StepLoss] = None  # a step loss whose check is deferred to the next step
 
     def transfer_batch_to_device(self, batch: Any, device: torch.device, dataloader_idx: int) -> Any:
         """Lightning's generic transfer walks the batch recursively at every step; a batch of tensors already on
@@ -152,10 +174,10 @@ class OperatorModule(L.LightningModule):
         if val is not None and (best_val is None or val < best_val):
             self._best_val = val
         if self._above(mean, best_loss, 4):
-            self._recover(torch.tensor(mean), f"the mean training loss of epoch {self.current_epoch}, {mean:.4g}, "
+            self._recover(mean, f"the mean training loss of epoch {self.current_epoch}, {mean:.4g}, "
                           f"is over {self.train_cfg.divergence_factor / 4:g}x the best epoch's {best_loss:.3g}")
         elif collapsed:
-            self._recover(torch.tensor(mean), f"the validation error of epoch {self.current_epoch}, {val:.4g}, is "
+            self._recover(mean, f"the validation error of epoch {self.current_epoch}, {val:.4g}, is "
                           f"that of predicting the mean field ({self._mean_field_err:.4g}) after {best_val:.3g}: the "
                           "model collapsed to the mean")
         elif best_loss is None or mean < best_loss:
@@ -170,29 +192,73 @@ class OperatorModule(L.LightningModule):
         return (bool(self.train_cfg.divergence_factor) and val is not None and best_val is not None
                 and base is not None and 0.95 * base < val < 1.2 * base and best_val < 0.75 * base)
 
-    def _blown_up(self, loss: Tensor) -> bool:
+    def _blown_up(self, value: float) -> bool:
         """A finite loss above ``divergence_factor`` times the median of the last 50 finite step losses (once 20 were
         seen): the blow-up of a learning rate that is too high, before it turns into NaN."""
         factor, hist = self.train_cfg.divergence_factor, self._recent
-        return bool(factor) and len(hist) >= 20 and float(loss.detach()) > factor * statistics.median(hist)
+        return bool(factor) and len(hist) >= 20 and value > factor * statistics.median(hist)
 
-    def _check(self, loss: Tensor) -> tuple[bool, bool]:
-        """(finite on every process, finite and not blown up on every process): all ranks take the same branch."""
-        finite = torch.isfinite(loss.detach()).to(torch.float32)
-        ok = finite.clone() if finite > 0 and not self._blown_up(loss) else torch.zeros_like(finite)
-        flags = torch.stack((finite, ok))
+    def _check(self, loss: Tensor, value: float) -> tuple[bool, bool]:
+        """(finite on every process, finite and not blown up on every process) for a step loss whose value on the
+        host is ``value``: all ranks take the same branch."""
+        finite = math.isfinite(value)
+        ok = finite and not self._blown_up(value)
         if self.trainer is not None and self.trainer.world_size > 1:
-            flags = self.trainer.strategy.reduce(flags, reduce_op="min")
-        return bool(flags[0] > 0), bool(flags[1] > 0)
+            flags = self.trainer.strategy.reduce(loss.new_tensor([float(finite), float(ok)]), reduce_op="min")
+            return bool(flags[0] > 0), bool(flags[1] > 0)
+        return finite, ok
 
-    def _recover(self, loss: Tensor, why: Optional[str] = None) -> bool:
+    _defer_always = False  # tests set it to check the deferred path on the CPU
+
+    def _defers_check(self, loss: Tensor) -> bool:
+        """Whether a step's loss is checked one step late: on a GPU, one process, no step checkpoints.  Reading the
+        loss on the host at once would make the host wait for the device at every step; the copy started now is there
+        by the next step.  Restoring the last good state undoes the one extra step as well.  With several processes
+        the ranks must agree on every step, and a step checkpoint must not hold an unchecked state: those check at
+        once."""
+        if self._defer_always:
+            return True
+        return (loss.device.type == "cuda" and self.train_cfg.checkpoint_every_n_steps == 0
+                and (self.trainer is None or self.trainer.world_size == 1))
+
+    def _accept(self, step: _StepLoss) -> bool:
+        """Judge one step's loss: True when it is kept (its loss and error enter the epoch's sums), False when the
+        last good state was restored instead (the step is skipped); raises when training cannot go on."""
+        value = step.value()
+        finite, ok = self._check(step.loss, value)
+        if not ok and self._recover(value, at=(step.epoch, step.step)):
+            return False
+        if not finite:
+            last = self._last_finite
+            where = f"epoch {step.epoch} (step {step.step})"
+            prev = f"the last finite loss was {last[2]:.6g} at epoch {last[0]}, step {last[1]}" if last else (
+                "no finite loss was seen")
+            tried = (f" after {self._retries_used} restart(s) with a halved learning rate"
+                     if self._retries_used else "")
+            raise DivergenceError(
+                f"training diverged at {where}{tried}: loss is {value}; {prev}. No checkpoint of the diverged "
+                "state was written; lower train.lr or check the data."
+            )
+        self._last_finite = (step.epoch, step.step, value)
+        self._recent.append(value)
+        bs = step.l2.shape[0]
+        d = step.loss.to(torch.float64)
+        self._train_sums += torch.stack((d * bs, step.l2.to(torch.float64).sum(), d.new_tensor(float(bs))))
+        return True
+
+    def _judge_pending(self) -> bool:
+        """Judge the deferred step, if any (see :meth:`_accept`)."""
+        pending, self._pending = self._pending, None
+        return pending is None or self._accept(pending)
+
+    def _recover(self, value: float, why: Optional[str] = None, at: Optional[tuple[int, int]] = None) -> bool:
         """After a non-finite or blown-up loss (``why`` says which when given): go back to the last good state (that
         of the start of the last epoch that did not blow up) with half the learning rate, while retries are left
         (True); False when none are left."""
         if self._retries_used >= self.train_cfg.divergence_retries or self._good_state is None:
             return False
         self._retries_used += 1
-        weights, opt_state, epoch = self._good_state
+        weights, opt_state, good_epoch = self._good_state
         self.operator.load_state_dict(weights)
         opt = self.optimizers().optimizer
         keys = ("lr", "max_lr", "initial_lr", "min_lr")
@@ -200,19 +266,20 @@ class OperatorModule(L.LightningModule):
         opt.load_state_dict(opt_state)
         # OneCycleLR computes every step from these rates in the groups: the schedule keeps its position, at half rate
         for group, now in zip(opt.param_groups, rates):
-            for key, value in now.items():
-                group[key] = value * 0.5
+            for key, rate in now.items():
+                group[key] = rate * 0.5
         self.lr_halvings += 1
         peak = opt.param_groups[0].get("max_lr", opt.param_groups[0]["lr"])
         if why is not None:
             head = why
-        elif torch.isfinite(loss.detach()):
-            head = (f"loss {loss.item():.4g} (over {self.train_cfg.divergence_factor:g}x the median "
+        elif math.isfinite(value):
+            head = (f"loss {value:.4g} (over {self.train_cfg.divergence_factor:g}x the median "
                     f"{statistics.median(self._recent):.3g} of the recent steps)")
         else:
-            head = f"loss {loss.item()}"
-        msg = (f"{head} at epoch {self.current_epoch} (step {self.global_step}): restored the state of "
-               f"the start of epoch {epoch} and halved the learning rate (peak now {peak:.3g}; retry "
+            head = f"loss {value}"
+        epoch, step = at if at is not None else (self.current_epoch, self.global_step)
+        msg = (f"{head} at epoch {epoch} (step {step}): restored the state of "
+               f"the start of epoch {good_epoch} and halved the learning rate (peak now {peak:.3g}; retry "
                f"{self._retries_used} of {self.train_cfg.divergence_retries})")
         self.divergence_log.append(msg)
         if self.trainer.is_global_zero:
@@ -222,28 +289,23 @@ class OperatorModule(L.LightningModule):
     def training_step(self, batch: dict, batch_idx: int) -> Optional[Tensor]:
         _, l2, reg = self._losses(batch)
         loss = (l2 + reg).mean()
-        finite, ok = self._check(loss)
-        if not ok and self._recover(loss):
+        step = _StepLoss(loss, l2, self.current_epoch, self.global_step, deferred=self._defers_check(loss))
+        if step.deferred:  # this step's loss is judged at the next step; the previous one's now
+            kept = self._judge_pending()
+            self._pending = step if kept else None  # after a restore this step's loss is from the diverged state
+        else:
+            kept = self._accept(step)
+        if not kept:
             return None  # Lightning skips this batch's backward and optimizer step
-        if not finite:
-            last = self._last_finite
-            where = f"epoch {self.current_epoch} (step {self.global_step})"
-            prev = f"the last finite loss was {last[2]:.6g} at epoch {last[0]}, step {last[1]}" if last else (
-                "no finite loss was seen")
-            tried = (f" after {self._retries_used} restart(s) with a halved learning rate"
-                     if self._retries_used else "")
-            raise DivergenceError(
-                f"training diverged at {where}{tried}: loss is {loss.item()}; {prev}. No checkpoint of the diverged "
-                "state was written; lower train.lr or check the data."
-            )
-        self._last_finite = (self.current_epoch, self.global_step, float(loss.detach()))
-        self._recent.append(self._last_finite[2])
-        bs = l2.shape[0]
-        d = loss.detach().to(torch.float64)
-        self._train_sums += torch.stack((d * bs, l2.detach().to(torch.float64).sum(), d.new_tensor(float(bs))))
         if self.trainer is not None and self.trainer.progress_bar_callback is not None:
-            self.log("train_loss", loss, prog_bar=True, on_step=True, on_epoch=False, batch_size=bs, logger=False)
+            self.log("train_loss", loss, prog_bar=True, on_step=True, on_epoch=False, batch_size=l2.shape[0],
+                     logger=False)
         return loss
+
+    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+        # the last step of an epoch is judged before validation, the epoch's checkpoints and its means
+        if self._pending is not None and batch_idx + 1 >= self.trainer.num_training_batches:
+            self._judge_pending()
 
     # validation: dataloader 0 is the validation split; with selection=test a second loader is the test split
     def on_validation_epoch_start(self) -> None:

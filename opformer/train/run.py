@@ -14,13 +14,13 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 import lightning as L
 import numpy as np
 import torch
 import yaml
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import BatchSampler, DataLoader, Dataset
 
 from .. import __version__
 from ..atomic import atomic_write_text
@@ -48,7 +48,7 @@ def _is_rank_zero() -> bool:
 
 
 #: train fields that do not change a run's result (how many processes ran it, on what hardware)
-_HARDWARE = ("accelerator", "devices", "strategy", "num_nodes", "num_workers")
+_HARDWARE = ("accelerator", "devices", "strategy", "num_nodes", "num_workers", "deterministic")
 
 
 def _config_for_comparison(cfg: dict) -> dict:
@@ -226,6 +226,39 @@ def _diff(a: Any, b: Any, path: str = "") -> str:
     return f"{path.rstrip('.')}: {a!r} -> {b!r}"
 
 
+class _WholeBatches(Dataset):
+    """A dataset with a ``batch(indices)`` method, indexed by lists of indices (a DataLoader with ``batch_size=None``
+    and a batch sampler then neither fetches items one by one nor stacks them)."""
+
+    def __init__(self, ds):
+        self.ds = ds
+
+    def __len__(self) -> int:
+        return len(self.ds)
+
+    def __getitem__(self, indices):
+        return self.ds.batch(indices)
+
+
+class _IndexBatches(BatchSampler):
+    """A batch sampler that passes ``set_epoch`` (called by Lightning every epoch) on to its sampler."""
+
+    def set_epoch(self, epoch: int) -> None:
+        if callable(getattr(self.sampler, "set_epoch", None)):
+            self.sampler.set_epoch(epoch)
+
+
+def deterministic_mode(t) -> Union[str, bool]:
+    """Lightning's ``deterministic`` for ``train.deterministic``: "warn" (deterministic kernels where torch has them,
+    a warning where it has none) when on; ``auto`` is on unless the run will use a GPU."""
+    on = t.deterministic
+    if on == "auto":
+        gpu = t.accelerator in ("gpu", "cuda", "mps") or (
+            t.accelerator == "auto" and (torch.cuda.is_available() or torch.backends.mps.is_available()))
+        on = not gpu
+    return "warn" if on else False
+
+
 class _DataModule(L.LightningDataModule):
     """Shards the splits over the processes Lightning started (samplers depend only on seed, epoch and rank)."""
 
@@ -247,8 +280,12 @@ class _DataModule(L.LightningDataModule):
             sampler = EpochShuffleSampler(len(ds), t.seed, world, rank, shuffle=True)
         else:
             sampler = list(range(rank, len(ds), world))
-        return DataLoader(ds, batch_size=self._per_device(batch) if shuffle else batch, sampler=sampler,
-                          num_workers=t.num_workers, persistent_workers=t.num_workers > 0)
+        size = self._per_device(batch) if shuffle else batch
+        if callable(getattr(ds, "batch", None)):  # whole batches in one gather per array (FieldDataset.batch)
+            return DataLoader(_WholeBatches(ds), batch_size=None, sampler=_IndexBatches(sampler, size, False),
+                              num_workers=t.num_workers, persistent_workers=t.num_workers > 0)
+        return DataLoader(ds, batch_size=size, sampler=sampler, num_workers=t.num_workers,
+                          persistent_workers=t.num_workers > 0)
 
     def train_dataloader(self):
         return self._loader(self.ds["train"], self.t.batch_size, True)
@@ -300,7 +337,7 @@ def _trainer(t, out: Path, progress: bool, callbacks: list, logger=True, **extra
         precision=t.precision,
         gradient_clip_val=t.grad_clip or None,
         gradient_clip_algorithm="norm",
-        deterministic="warn",
+        deterministic=deterministic_mode(t),
         callbacks=callbacks,
         logger=loggers,
         plugins=plugins,

@@ -205,3 +205,41 @@ def test_field_dataset_items_and_shared_entries():
     assert ds.tensors("input").shape == (3, 4, 1)
     with pytest.raises(DataError, match="items of different lengths"):
         FieldDataset({"input": np.zeros((3, 4)), "target": np.zeros((2, 4))})
+
+
+def test_a_whole_batch_is_the_stack_of_its_items_bitwise():
+    """The training loaders fetch ``FieldDataset.batch(indices)`` (one gather per array) instead of stacking items:
+    the same tensors, bit for bit, shared entries repeated per sample."""
+    g = torch.Generator().manual_seed(0)
+    ds = FieldDataset({"input": torch.randn(7, 5, 3, generator=g), "target": torch.randn(7, 5, 1, generator=g)},
+                      {"coords": torch.linspace(0, 1, 5)[:, None]})
+    idx = [4, 0, 6, 0]
+    whole = ds.batch(idx)
+    stacked = torch.utils.data.default_collate([ds[i] for i in idx])
+    assert set(whole) == set(stacked) == {"input", "target", "coords"}
+    for k in whole:
+        assert whole[k].shape == stacked[k].shape and torch.equal(whole[k], stacked[k]), k
+        assert whole[k].is_contiguous()
+
+
+def test_the_training_loader_gives_the_batches_of_the_sampler_in_its_epoch_order():
+    """The data module's loader: whole batches in the order of the epoch's shuffle (the epoch set the way Lightning
+    sets it), the last one short."""
+    from types import SimpleNamespace
+
+    from lightning.fabric.utilities.data import _set_sampler_epoch
+
+    from opformer.train.callbacks import EpochShuffleSampler
+    from opformer.train.run import _DataModule
+
+    ds = FieldDataset({"input": np.arange(10.0)[:, None], "target": np.zeros((10, 1))})
+    t = SimpleNamespace(seed=5, num_workers=0, batch_size=4, eval_batch_size=3, selection="val")
+    loader = _DataModule({"train": ds}, t).train_dataloader()
+    for epoch in (0, 3):
+        _set_sampler_epoch(loader, epoch)
+        ref = EpochShuffleSampler(10, 5)
+        ref.set_epoch(epoch)
+        order = list(ref)
+        got = [b["input"][:, 0].long().tolist() for b in loader]
+        assert got == [order[0:4], order[4:8], order[8:10]], (epoch, got)
+    assert list(EpochShuffleSampler(10, 5)) != order  # epoch 3 is another order than epoch 0

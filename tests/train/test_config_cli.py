@@ -298,3 +298,18 @@ def test_darcy_attention_runs_on_the_whole_grid_up_to_24_points_a_side():
     for side in (25, 33):
         assert fitted("darcy-gt", side)[0]["coarse_size"] is None  # the automatic 0.3 ratio (33 -> 11)
     assert fitted("darcy-gt", 17, coarse_size=6)[0]["coarse_size"] == 6  # the user's own grid is kept
+
+
+@pytest.mark.parametrize("accelerator,deterministic,expected", [
+    ("cpu", "auto", "warn"), ("gpu", "auto", False), ("cuda", "auto", False), ("gpu", True, "warn"),
+    ("cpu", False, False), ("gpu", "true", "warn"), ("cpu", "off", False),
+])
+def test_deterministic_kernels_are_on_for_the_cpu_and_off_on_a_gpu_unless_asked(accelerator, deterministic, expected):
+    """``--deterministic auto`` (the default) keeps deterministic kernels where they cost nothing (the CPU) and
+    leaves torch's fast ones on a GPU; true/false force either (flag text typed like any field)."""
+    from opformer.train.run import deterministic_mode
+
+    cfg, _ = apply_overrides(load_preset("burgers-quick"), {"accelerator": accelerator, "deterministic": deterministic})
+    assert deterministic_mode(resolve(cfg).train) == expected
+    with pytest.raises(ConfigError, match="--deterministic: expected true or false or one of 'auto'"):
+        apply_overrides(load_preset("burgers-quick"), {"deterministic": "sometimes"})

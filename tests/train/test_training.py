@@ -160,6 +160,50 @@ def test_a_diverged_step_restores_the_epoch_start_and_halves_the_learning_rate(t
         train(_cfg(tiny_config, epochs=2), tmp_path / "bad", progress=False)
 
 
+def test_the_deferred_check_of_a_gpu_run_catches_what_the_immediate_one_does(tiny_config, tmp_path, monkeypatch):
+    """On a GPU a step's loss is checked at the next step (no host-device wait per step); forced on here.  A NaN at
+    epoch 1, step 7 and a 1000x spike at epoch 4, step 25 are restored from and reported with their own steps; a NaN
+    on the last step of an epoch is caught before the epoch's checkpoints; a loss that stays NaN stops the run with
+    no checkpoint of a non-finite state."""
+    from opformer.tasks import burgers as M
+    from opformer.train.module import OperatorModule
+
+    monkeypatch.setattr(OperatorModule, "_defer_always", True)
+    real, calls = M.rel_l2, {"n": 0}
+
+    def poisoned_at(bad: set, factor: float):
+        def f(pred, target):
+            calls["n"] += 1
+            out = real(pred, target)
+            return out * factor if calls["n"] in bad else out
+        return f
+
+    monkeypatch.setattr(M, "rel_l2", poisoned_at({10}, float("nan")))
+    m = train(_cfg(tiny_config), tmp_path / "nan", progress=False)
+    assert m["lr_halvings"] == 1, m["divergence_notes"]
+    assert "at epoch 1 (step 7): restored the state of the start of epoch 1" in m["divergence_notes"][0]
+
+    calls["n"] = 0
+    monkeypatch.setattr(M, "rel_l2", poisoned_at({34}, 1000.0))
+    m = train(_cfg(tiny_config, epochs=5), tmp_path / "spike", progress=False)
+    assert m["lr_halvings"] == 1 and "x the median" in m["divergence_notes"][0], m["divergence_notes"]
+    assert "at epoch 4 (step 25): restored the state of the start of epoch 4" in m["divergence_notes"][0]
+
+    calls["n"] = 0  # call 14: the sixth and last training step of epoch 1 (step 11)
+    monkeypatch.setattr(M, "rel_l2", poisoned_at({14}, float("nan")))
+    m = train(_cfg(tiny_config), tmp_path / "last", progress=False)
+    assert m["lr_halvings"] == 1 and "at epoch 1 (step 11)" in m["divergence_notes"][0], m["divergence_notes"]
+
+    calls["n"] = 0
+    monkeypatch.setattr(M, "rel_l2", poisoned_at(set(range(10, 10**6)), float("nan")))
+    with pytest.raises(DivergenceError, match=r"diverged at epoch 1 \(step 7\).*last finite loss was [0-9.]+ at "
+                                              r"epoch 1, step 6"):
+        train(_cfg(tiny_config, divergence_retries=0), tmp_path / "stop", progress=False)
+    for ck in (tmp_path / "stop" / "checkpoints").glob("*.ckpt"):
+        state = torch.load(ck, map_location="cpu", weights_only=True)["state_dict"]
+        assert all(torch.isfinite(v).all() for v in state.values())
+
+
 # rel_l2 is called 8 times an epoch (6 training steps, 2 validation batches): calls 25-30 are epoch 3's training
 # steps, 31-32 its validation, 34 a training step of epoch 4 (step 25)
 @pytest.mark.parametrize("rise", [
