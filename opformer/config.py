@@ -84,7 +84,8 @@ def _describe(tp) -> str:
         text = " or ".join(parts)
         return text + (" or null" if type(None) in _args(tp) else "")
     if typing.get_origin(tp) is Literal:
-        return "one of " + ", ".join(repr(a) for a in _args(tp))
+        choices = _args(tp)
+        return repr(choices[0]) if len(choices) == 1 else "one of " + ", ".join(repr(a) for a in choices)
     if typing.get_origin(tp) in (list, tuple):
         return "a comma-separated list"
     if typing.get_origin(tp) is dict or tp is dict:

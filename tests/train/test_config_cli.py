@@ -311,5 +311,5 @@ def test_deterministic_kernels_are_on_for_the_cpu_and_off_on_a_gpu_unless_asked(
 
     cfg, _ = apply_overrides(load_preset("burgers-quick"), {"accelerator": accelerator, "deterministic": deterministic})
     assert deterministic_mode(resolve(cfg).train) == expected
-    with pytest.raises(ConfigError, match="--deterministic: expected true or false or one of 'auto'"):
+    with pytest.raises(ConfigError, match="--deterministic: expected true or false or 'auto', got 'sometimes'"):
         apply_overrides(load_preset("burgers-quick"), {"deterministic": "sometimes"})
