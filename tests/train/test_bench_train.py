@@ -34,3 +34,13 @@ def test_bench_train_times_an_epoch_against_its_steps(tiny_config, tmp_path, cap
 def test_bench_train_refuses_a_malformed_case(tiny_config, capsys):
     assert main(["bench", "train", f"{tiny_config}:n_train"]) == 2
     assert "expected PRESET:FIELD=VALUE" in capsys.readouterr().err
+
+
+def test_bench_train_on_a_gpu_that_is_not_there_is_one_line(tiny_config, capsys, monkeypatch):
+    """``--device cuda`` without a visible CUDA device: a one-line error before anything is trained."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert main(["bench", "train", str(tiny_config), "--device", "cuda"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["error: --device cuda: no CUDA device is visible to torch"]
