@@ -84,13 +84,15 @@ def train_overhead(preset: str, overrides: Optional[dict] = None, *, epochs: int
                    warmup: int = 3, device: str = "cpu") -> dict:
     """Measure the training overhead of ``preset`` (see the module docstring) on ``device`` ("cpu" or "cuda", one
     device; the trainer's own settings otherwise); returns a record (dict)."""
+    from ..data.datasets import stack_samples
     from ..train.cli import _quiet_lightning
     from ..train.config import apply_overrides, load_preset
     from ..train.module import OperatorModule, make_adam
     from ..train.run import _DataModule, _trainer, checkpoint_callbacks, prepare_run
 
     cfg = load_preset(preset)
-    gpu = torch.device(device).type == "cuda"
+    dev = torch.device(device)
+    gpu = dev.type == "cuda"
     cfg, explicit = apply_overrides(cfg, {**(overrides or {}), "epochs": epochs, "accelerator": "gpu" if gpu else "cpu",
                                           "devices": 1})
     run, bundle, operator, artifact, _notes = prepare_run(cfg, frozenset(explicit), progress=False)
@@ -102,11 +104,7 @@ def train_overhead(preset: str, overrides: Optional[dict] = None, *, epochs: int
     # the bare step on one training batch of the same shape, on a copy of the operator (the training is untouched),
     # timed right after every epoch: the two figures of a ratio see the same machine load
     ds = bundle.datasets["train"]
-    dev = torch.device(device)
-    first = range(min(t.batch_size, len(ds)))
-    batch = ds.batch(first) if callable(getattr(ds, "batch", None)) else torch.utils.data.default_collate(
-        [ds[i] for i in first])
-    batch = {k: v.to(dev) for k, v in batch.items()}
+    batch = {k: v.to(dev) for k, v in stack_samples(ds, range(min(t.batch_size, len(ds)))).items()}
     op = copy.deepcopy(operator).to(dev).train()
     sync = torch.cuda.synchronize if gpu else (lambda: None)
     opt = make_adam(op.parameters(), lr=1e-12)  # the trainer's optimizer; a tiny lr: the timing does not depend on it

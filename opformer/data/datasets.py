@@ -314,6 +314,14 @@ class FieldDataset(torch.utils.data.Dataset):
         return self._items[name]
 
 
+def stack_samples(ds, indices) -> dict[str, torch.Tensor]:
+    """Samples ``indices`` of any dataset of dicts of tensors as one batch: ``ds.batch(indices)`` where the dataset
+    has it (:meth:`FieldDataset.batch`), else its items stacked."""
+    if callable(getattr(ds, "batch", None)):
+        return ds.batch(indices)
+    return torch.utils.data.default_collate([ds[i] for i in indices])
+
+
 _ZERO_NORM = torch.finfo(torch.float32).tiny  # a target with a norm at or below this is a zero target
 
 

@@ -26,7 +26,7 @@ from .. import __version__
 from ..atomic import atomic_write_text
 from .callbacks import AtomicCheckpointIO, EpochLine, EpochShuffleSampler, FlushLoggersOnCheckpoint
 from ..config import ConfigError, TrainConfig
-from ..data.datasets import suspicious_samples
+from ..data.datasets import stack_samples, suspicious_samples
 from ..tasks.artifact import LoadError, Predictor, load, make_artifact, read_checkpoint
 from ..tasks.base import ensure_files
 from .config import resolve
@@ -517,7 +517,7 @@ def write_plots(predictor: Predictor, ds, out: Path, k: int, title: str, curves:
     if k > 0:
         sub = torch.utils.data.Subset(ds, range(k))
         preds, errs = predictor.evaluate(sub)
-        batch = torch.utils.data.default_collate([ds[i] for i in range(k)])
+        batch = stack_samples(ds, range(k))
         plot_predictions(out / "plots" / "predictions.png", batch["input"].numpy(), batch["target"].numpy(), preds,
                          predictor.task.plot_labels, errs.tolist(), title)
     parts = sorted((out / "logs").glob("metrics-*.csv"), key=lambda p: int(p.stem.split("-")[1]))
