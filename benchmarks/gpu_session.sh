@@ -5,8 +5,9 @@
 #                                                     benchmarks (benchmarks/run_gpu.sh) with the GPU to themselves
 #                                                     while the data are generated
 #   bash benchmarks/gpu_session.sh wait SECONDS       follow the runs; collect once they have all ended
-# Environment: RUNS="name ..." picks the runs (scripts/gpu_tables.py list; default: its default list); BENCH=0 skips
-# the benchmarks (the runs then start as soon as their data are there).
+# Environment: RUNS="name ..." picks the runs (scripts/gpu_tables.py list; default: its default list); KEEP="name ..."
+# runs that keep the paper's epochs (the others are fitted to the budget); BENCH=0 skips the benchmarks (the runs
+# then start as soon as their data are there); COLLECT=1 makes `wait` collect what there is even if runs go on.
 # Results go to $OUT (or OUTDIR): the benchmark records as one tarball, the runs as scripts/gpu_tables.py collect packs.
 set -u
 export PYTHONUNBUFFERED=1 PYTHONWARNINGS=ignore
@@ -33,7 +34,7 @@ start)
   mkdir -p runs/gpu
   rm -f runs/gpu/bench.done
   python3 scripts/gpu_tables.py start --budget-min "$budget" --workers 12 --threads 2 --wait-for runs/gpu/bench.done \
-    ${RUNS:+--runs $RUNS}
+    ${RUNS:+--runs $RUNS} ${KEEP:+--keep $KEEP}
   log "smoke: one epoch of the README quick job on the GPU"
   timeout 150 opformer train burgers-quick --accelerator gpu --epochs 2 --out /tmp/smoke --no-progress --overwrite \
     2>&1 | grep -v Warning | tail -8
@@ -60,7 +61,7 @@ wait)
     sleep 10
   done
   python3 scripts/gpu_tables.py status | tee "$OUT/status.txt"
-  if grep -q '"finished"' runs/gpu/state.json; then
+  if grep -q '"finished"' runs/gpu/state.json || [ "${COLLECT:-0}" = 1 ]; then
     log "collect"
     python3 scripts/gpu_tables.py collect "$OUT" --max-files 7 --max-mb 15
   fi

@@ -8,7 +8,8 @@ group's runs start as soon as its data are there.
 The epochs are fitted to the budget: every run starts with its preset's epochs (the paper's 100); once all groups
 run, each run's seconds per epoch are measured under the shared load over a few epochs, and a run that would not
 end in time restarts from scratch with the most epochs that fit (its one-cycle schedule then spans those epochs).
-The summary records the epochs each run had: a run with fewer than the paper's 100 is labelled so.
+The summary records the epochs each run had: a run with fewer than the paper's 100 is labelled so.  Runs named
+with ``--keep`` are never restarted: they keep the paper's epochs, and the others fit around them.
 
     python scripts/gpu_tables.py start --budget-min 20 [--runs darcy141-gt ...] [--wait-for FILE]
     python scripts/gpu_tables.py status            # one line per run: state, epoch, s/epoch, validation error
@@ -133,7 +134,7 @@ def supervise(args) -> None:
         time.sleep(5)
         poll()
         for n, p in list(procs.items()):
-            if n in fitted:
+            if n in fitted or n in args.keep:
                 continue
             logged = _epochs_logged(n)
             shared = logged[lines_at_all_launched.get(n, 0) + 1:]  # epochs wholly under the shared load
@@ -166,13 +167,15 @@ def supervise(args) -> None:
 
 def start(args) -> None:
     ROOT.mkdir(parents=True, exist_ok=True)
-    unknown = [n for n in args.runs if n not in RUNS]
+    unknown = [n for n in [*args.runs, *args.keep] if n not in RUNS]
     if unknown:
         sys.exit(f"unknown run(s) {', '.join(unknown)}; known: {', '.join(RUNS)}")
     cmd = [sys.executable, __file__, "_supervise", "--budget-min", str(args.budget_min), "--workers",
            str(args.workers), "--threads", str(args.threads), "--probe-epochs", str(args.probe_epochs),
            "--safety", str(args.safety), "--restart-overhead", str(args.restart_overhead), "--accelerator",
            args.accelerator, "--extra=" + args.extra, "--runs", *args.runs]
+    if args.keep:
+        cmd += ["--keep", *args.keep]
     if args.wait_for:
         cmd += ["--wait-for", args.wait_for]
     subprocess.Popen(cmd, stdout=open(ROOT / "supervisor.log", "w"), stderr=subprocess.STDOUT,
@@ -257,6 +260,8 @@ def main(argv=None) -> None:
         p.add_argument("--probe-epochs", type=int, default=2, help="epochs timed under the shared load")
         p.add_argument("--safety", type=float, default=0.85, help="fraction of the fitted epochs kept")
         p.add_argument("--restart-overhead", type=float, default=45.0, help="seconds a restart costs")
+        p.add_argument("--keep", nargs="*", default=[],
+                       help="runs that keep their preset's epochs even if they would not end in the budget")
         p.add_argument("--wait-for", default=None, help="start training only once this file exists")
         p.add_argument("--accelerator", default="gpu", help="opformer train --accelerator (gpu; cpu to try it)")
         p.add_argument("--extra", default="", help="more opformer train arguments for every run, one string")
