@@ -136,7 +136,8 @@ class Transformer2dConfig(EncoderConfig):
     CiNN: ``downscaler_activation``/``downscaler_dropout``, ``upscaler_activation``/``upscaler_dropout``.
     Decoder: ``decoder`` "spectral" (``decoder_width``, ``decoder_layers``, ``modes``, ``decoder_ffn``) or "pointwise"
     (``decoder_width``, ``decoder_layers`` hidden layers, ``decoder_dropout``); ``spatial_fc`` concatenates the
-    output-grid coordinates before it.  ``boundary``: None, or "dirichlet" to zero the outer ring of the output.
+    output-grid coordinates before it, ``input_skip`` the input fields resampled to the output grid (a path from the
+    fine input to the decoder that bypasses the attention grid; not in the paper).  ``boundary``: None, or "dirichlet" to zero the outer ring of the output.
     """
 
     in_channels: int = 1
@@ -160,6 +161,7 @@ class Transformer2dConfig(EncoderConfig):
     decoder_activation: str = "silu"
     decoder_dropout: float = 0.0
     spatial_fc: bool = True
+    input_skip: bool = False
     boundary: Optional[str] = None
 
     FIELD_HELP: ClassVar[dict[str, str]] = {
@@ -183,6 +185,8 @@ class Transformer2dConfig(EncoderConfig):
                               "pointwise: in every hidden layer)",
         "decoder_dropout": "dropout after each hidden layer of the pointwise decoder (pointwise decoder only)",
         "spatial_fc": "concatenate the output grid's coordinates to the features and lift them before the decoder",
+        "input_skip": "concatenate the input fields, resampled to the output grid, to the decoder's input (a "
+                      "path around the attention grid; not in the paper)",
         "boundary": "null, or dirichlet to zero the outer ring of the output grid",
     }
 
@@ -240,7 +244,7 @@ class Transformer2d(OperatorModel):
         )
         self.encoder = Encoder(**cfg.encoder_kwargs(pos_dim=2))
         self.upscaler = CiNNUpscaler2d(d, activation=cfg.upscaler_activation, dropout=cfg.upscaler_dropout)
-        coord_dim = 2 if cfg.spatial_fc else 0
+        coord_dim = (2 if cfg.spatial_fc else 0) + (self.lift_channels if cfg.input_skip else 0)
         if cfg.decoder == "spectral":
             self.decoder = SpectralDecoder2d(
                 d,
@@ -289,7 +293,10 @@ class Transformer2d(OperatorModel):
         pos = resize2d(coords, n_c).reshape(b, n_c * n_c, 2)  # row-major, matches h's flattening
         h = self.encoder(h.reshape(b, n_c * n_c, d), pos, lead_time=lead_time).reshape(b, n_c, n_c, d)
         h = self.upscaler(h, n_o)
-        y = self.decoder(h, resize2d(coords, n_o) if self.config.spatial_fc else None)
+        extra = [resize2d(coords, n_o)] if self.config.spatial_fc else []
+        if self.config.input_skip:
+            extra.append(resize2d(x, n_o))
+        y = self.decoder(h, torch.cat(extra, -1) if extra else None)
         if self.output_transform is not None:
             y = self.output_transform(y)
         if self.config.boundary == "dirichlet":

@@ -16,6 +16,7 @@ from opformer.models import (
     example_inputs,
     model_config,
 )
+from opformer.nn.cinn import resize2d
 
 # tiny variants of each class (same structure as the presets, small widths) keep these tests fast
 TINY = {
@@ -106,6 +107,28 @@ def test_output_transform_is_applied_before_the_boundary_condition():
     model.output_transform = lambda y: 3.0 * y + 1.0
     y = model(x, c)
     assert torch.all(y[:, 0] == 0) and torch.all(y[:, 1:-1, 1:-1] != 0)
+
+
+@pytest.mark.parametrize("variant", ["transformer2d", "transformer2d-inverse"])
+def test_input_skip_gives_the_decoder_the_input_resampled_to_the_output_grid(variant):
+    """With the attention path silenced (the upscaler's output replaced by zeros), the output still follows the input
+    with input_skip, and is the decoder applied to [coordinates, input on the output grid]; without it, it does
+    not depend on the input at all."""
+    torch.manual_seed(0)
+    cfg = {**TINY[variant], "boundary": None}
+    for skip in (False, True):
+        model = build_model({**cfg, "input_skip": skip}).eval()
+        model.upscaler.register_forward_hook(lambda mod, args, out: torch.zeros_like(out))
+        x, c = example_inputs(model, batch=2, resolution=11)
+        y1, y2 = model(x, c), model(2.0 * x + 1.0, c)
+        if not skip:
+            torch.testing.assert_close(y1, y2, rtol=0, atol=0)
+            continue
+        assert (y1 - y2).abs().max() > 1e-3
+        n_o = model.grid_sizes(11)[1]
+        feats = torch.zeros(2, n_o, n_o, model.config.d_model)
+        extra = torch.cat([resize2d(c, n_o), resize2d(x, n_o)], -1)
+        torch.testing.assert_close(y1, model.decoder(feats, extra))
 
 
 def test_coarse_grid_coordinates_are_the_meshgrid_of_linspace():
