@@ -9,7 +9,7 @@
 #   OUT=runs/d85-e20 RUNS="gt fno" bash scripts/darcy85.sh --epochs 20   # twice the epochs
 #   OUT=runs/d85-s3 RUNS="gt-lr5e-4" bash scripts/darcy85.sh --seed 3     # the seed that blew up, lower peak
 #   OUT=runs/d85-s3 RUNS="gt-eta0.1 gt-pct0.5 gt-beta2-0.98" bash scripts/darcy85.sh --seed 3   # init, warm-up, Adam
-#   OUT=runs/d85-s2 RUNS="gt-skip" bash scripts/darcy85.sh --seed 2      # the input fields given to the decoder
+#   OUT=runs/d85-s2 RUNS="gt-skip gt-postln" bash scripts/darcy85.sh --seed 2   # input skip; post-LN
 #   RUNS="inv-ft-eps0 inv-ft-eps0.01 inv-gt-eps0.01-postln inv-gt-eps0-postln inv-fno-eps0.01 inv-fno-eps0" \
 #       bash scripts/darcy85.sh                                           # the inverse table (Table 3, reduced)
 #   OUT=runs/d85-s2 RUNS="inv-gt-eps0.01-postln" bash scripts/darcy85.sh --seed 2   # its seeds (2, 3)
@@ -36,6 +36,8 @@ run gt-eta0.1      darcy-gt-cpu --eta 0.1
 run gt-pct0.5      darcy-gt-cpu --pct-start 0.5
 run gt-beta2-0.98  darcy-gt-cpu --adam-beta2 0.98
 run gt-skip        darcy-gt-cpu --input-skip true
+run gt-postln      darcy-gt-cpu --norm-scheme regular
+run gt-l3          darcy-gt-cpu --num-layers 3
 run ft             darcy-ft-cpu
 run ft-d64         darcy-ft-cpu "${D64[@]}"
 run inv-gt-eps0.01 darcy-inverse-gt-cpu --noise 0.01
