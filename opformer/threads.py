@@ -16,7 +16,8 @@ import math
 import os
 from typing import Optional
 
-__all__ = ["available_cpus", "cgroup_cpu_quota", "choose_threads", "oversubscription_warning", "apply_threads"]
+__all__ = ["available_cpus", "busy_cpus", "cgroup_cpu_quota", "choose_threads", "oversubscription_warning",
+           "apply_threads"]
 
 
 def _affinity_count() -> Optional[int]:
@@ -71,9 +72,61 @@ def available_cpus(root: str = "/sys/fs/cgroup") -> tuple[int, str]:
     return n, how
 
 
-def choose_threads(requested: Optional[int] = None, root: str = "/sys/fs/cgroup") -> tuple[int, str]:
+def _cpu_jiffies(text: str, cpus: Optional[set[int]]) -> dict[int, tuple[int, int]]:
+    """{cpu: (busy, total)} from the per-CPU lines of /proc/stat (user nice system idle iowait irq softirq steal;
+    idle and iowait are idle, steal -- time the hypervisor gave to others -- counts as busy)."""
+    out = {}
+    for line in text.splitlines():
+        name, *fields = line.split()
+        if not name.startswith("cpu") or name == "cpu" or not name[3:].isdigit():
+            continue
+        cpu = int(name[3:])
+        if cpus is not None and cpu not in cpus:
+            continue
+        v = [int(f) for f in fields[:8]] + [0] * max(0, 8 - len(fields))
+        total = sum(v)
+        out[cpu] = (total - v[3] - v[4], total)
+    return out
+
+
+def busy_between(before: str, after: str, cpus: Optional[set[int]] = None) -> Optional[float]:
+    """How many CPUs (of ``cpus``, default all) were busy between two snapshots of /proc/stat: the sum of each CPU's
+    busy fraction; ``None`` when the snapshots say nothing (no per-CPU lines, no time passed)."""
+    a, b = _cpu_jiffies(before, cpus), _cpu_jiffies(after, cpus)
+    busy = 0.0
+    seen = False
+    for cpu, (busy1, total1) in b.items():
+        if cpu in a and total1 > a[cpu][1]:
+            busy += (busy1 - a[cpu][0]) / (total1 - a[cpu][1])
+            seen = True
+    return busy if seen else None
+
+
+def busy_cpus(interval: float = 0.25, stat: str = "/proc/stat") -> Optional[float]:
+    """How many of the CPUs this process may run on other work keeps busy, measured over ``interval`` seconds while
+    this process sleeps (Linux; ``None`` elsewhere).  Unlike the load average this is the present, not the last
+    minute's mean, so a job that has just ended does not count and one that has just started does."""
+    import time
+
+    try:
+        cpus = os.sched_getaffinity(0)
+    except (AttributeError, OSError):
+        cpus = None
+    first = _read(stat)
+    if first is None:
+        return None
+    time.sleep(interval)
+    second = _read(stat)
+    return None if second is None else busy_between(first, second, cpus)
+
+
+def choose_threads(requested: Optional[int] = None, root: str = "/sys/fs/cgroup", avoid_busy: bool = False,
+                   busy: Optional[float] = None) -> tuple[int, str]:
     """(torch threads to use, a note saying why).  ``requested`` (e.g. ``--threads``) wins when given; the note
-    then says if it exceeds the CPUs available.  Otherwise: the CPUs this process may use (:func:`available_cpus`)."""
+    then says if it exceeds the CPUs available.  Otherwise: the CPUs this process may use (:func:`available_cpus`),
+    and with ``avoid_busy`` fewer by the CPUs that other work keeps busy now (``busy``, default
+    :func:`busy_cpus`), at least one: threads that must share a core with another process wait on each other at
+    every parallel region, which on a 2-core machine made a training run 6-10x slower than one thread."""
     n, how = available_cpus(root)
     if requested is not None:
         if requested < 1:
@@ -82,6 +135,11 @@ def choose_threads(requested: Optional[int] = None, root: str = "/sys/fs/cgroup"
         if requested > n:
             note += f"; more threads than the {n} CPUs available: they will compete"
         return int(requested), note
+    if avoid_busy and n > 1:
+        busy = busy_cpus() if busy is None else busy
+        if busy is not None and round(busy) >= 1:
+            free = max(1, n - round(busy))
+            return free, f"{free} threads ({how}, {busy:.1f} of them busy with other work; --threads N sets it)"
     return n, f"{n} threads ({how})"
 
 
@@ -107,12 +165,13 @@ def oversubscription_warning(threads: Optional[int] = None, root: str = "/sys/fs
     return None
 
 
-def apply_threads(requested: Optional[int] = None, log=print, advice: str = BENCH_ADVICE) -> int:
-    """Choose the number of threads, set it in torch (``torch.set_num_threads``), log the note and any
-    oversubscription warning; returns the number."""
+def apply_threads(requested: Optional[int] = None, log=print, advice: str = BENCH_ADVICE,
+                  chosen: Optional[tuple[int, str]] = None) -> int:
+    """Choose the number of threads (:func:`choose_threads`, or ``chosen``: its answer already in hand), set it in
+    torch (``torch.set_num_threads``), log the note and any oversubscription warning; returns the number."""
     import torch
 
-    n, note = choose_threads(requested)
+    n, note = chosen if chosen is not None else choose_threads(requested)
     torch.set_num_threads(n)
     if log is not None:
         log(f"# torch threads: {note}")

@@ -69,3 +69,58 @@ def test_trainer_sets_and_prints_its_threads(capsys):
         torch.set_num_threads(before)
     assert main(["train", "burgers-quick", "--threads", "0"]) == 2
     assert "--threads must be >= 1" in capsys.readouterr().err
+
+
+def _stat(*cpus):
+    """A /proc/stat text with the aggregate line and one line per CPU: (user, nice, system, idle, iowait, irq,
+    softirq, steal) jiffies each."""
+    total = [sum(c[i] for c in cpus) for i in range(8)]
+    lines = ["cpu  " + " ".join(map(str, total + [0, 0]))]
+    lines += [f"cpu{i} " + " ".join(map(str, c + (0, 0))) for i, c in enumerate(cpus)]
+    return "\n".join(lines + ["intr 123 4 5", "ctxt 99"]) + "\n"
+
+
+def test_busy_cpus_from_two_snapshots_of_proc_stat():
+    before = _stat((100, 0, 0, 100, 0, 0, 0, 0), (0, 0, 0, 200, 0, 0, 0, 0), (0, 0, 0, 200, 0, 0, 0, 0))
+    # over 100 jiffies: cpu0 all user time, cpu1 idle 50 / iowait 50 (idle), cpu2 half system, half stolen (busy)
+    after = _stat((200, 0, 0, 100, 0, 0, 0, 0), (0, 0, 0, 250, 50, 0, 0, 0), (0, 0, 50, 200, 0, 0, 0, 50))
+    assert T.busy_between(before, after) == pytest.approx(2.0)
+    assert T.busy_between(before, after, cpus={1}) == pytest.approx(0.0)
+    assert T.busy_between(before, after, cpus={0, 1}) == pytest.approx(1.0)
+    assert T.busy_between(before, before) is None  # no time passed
+    assert T.busy_between("intr 1\n", "intr 2\n") is None  # nothing per CPU
+    live = T.busy_cpus(interval=0.05)
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    assert live is None or -1e-9 <= live <= cpus + 1e-9
+
+
+def test_default_threads_leave_out_the_cpus_other_work_keeps_busy(tmp_path, monkeypatch):
+    """Two threads on a 2-core machine with one core taken by another run made a training run 6-10x slower than one
+    thread; by default the trainer now takes only the free CPUs, at least one, and says why."""
+    monkeypatch.setattr(T, "_affinity_count", lambda: 4)
+    root = str(tmp_path / "none")
+    assert T.choose_threads(root=root, avoid_busy=True, busy=1.2)[0] == 3
+    assert "1.2 of them busy with other work" in T.choose_threads(root=root, avoid_busy=True, busy=1.2)[1]
+    assert T.choose_threads(root=root, avoid_busy=True, busy=0.4)[0] == 4  # under half a CPU: nothing to avoid
+    assert T.choose_threads(root=root, avoid_busy=True, busy=9.0)[0] == 1  # never fewer than one
+    assert T.choose_threads(root=root, busy=3.0)[0] == 4  # only when asked to (the benchmarks keep all)
+    assert T.choose_threads(2, root=root, avoid_busy=True, busy=3.0)[0] == 2  # --threads wins
+
+
+def test_trainer_default_threads_avoid_busy_cpus(monkeypatch, capsys):
+    import torch
+
+    from opformer.train.cli import _set_threads
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    monkeypatch.setattr(T, "_affinity_count", lambda: 2)
+    monkeypatch.setattr(T, "cgroup_cpu_quota", lambda root="": None)
+    monkeypatch.setattr(T, "busy_cpus", lambda: 1.0)
+    before = torch.get_num_threads()
+    try:
+        assert _set_threads(None) == 1 and torch.get_num_threads() == 1
+        out = capsys.readouterr().out
+        assert "torch threads: 1 threads (affinity 2 of" in out and "1.0 of them busy with other work" in out
+    finally:
+        torch.set_num_threads(before)

@@ -36,7 +36,7 @@ def register(sub) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--threads", type=int, help="torch threads per process (default: $OMP_NUM_THREADS, else the CPUs "
                                                  "this process may use (affinity, cgroup quota) divided among local "
-                                                 "processes)")
+                                                 "processes, less those other work keeps busy at the start)")
     p.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
     p.set_defaults(func=_train, accepts_extra=True, parser=p)
 
@@ -243,8 +243,8 @@ def _one_line_warnings():
 
 def _set_threads(requested) -> int:
     """Torch threads for this process: ``--threads``, else ``$OMP_NUM_THREADS``, else the CPUs it may use shared
-    among the local processes (torchrun / Lightning DDP); printed, with a warning when the machine is already loaded
-    beyond its CPUs."""
+    among the local processes (torchrun / Lightning DDP), or, for one process, less the CPUs other work keeps busy
+    at the start; printed, with a warning when the machine is already loaded beyond its CPUs."""
     import os
 
     from ..threads import TRAIN_ADVICE, apply_threads, choose_threads
@@ -254,9 +254,10 @@ def _set_threads(requested) -> int:
         requested = max(1, int(os.environ["OMP_NUM_THREADS"]))  # the user's explicit setting
     if requested is None and local > 1:
         requested = max(1, choose_threads()[0] // local)
-    n = requested if requested is not None else choose_threads()[0]
-    advice = TRAIN_ADVICE if n > 1 else "training will be slower than this machine can do"
-    return apply_threads(requested, log=lambda line: print(line.replace("# ", "", 1), flush=True), advice=advice)
+    # one process choosing for itself: leave out the CPUs that other work keeps busy now
+    chosen = choose_threads(requested, avoid_busy=requested is None)
+    advice = TRAIN_ADVICE if chosen[0] > 1 else "training will be slower than this machine can do"
+    return apply_threads(chosen=chosen, log=lambda line: print(line.replace("# ", "", 1), flush=True), advice=advice)
 
 
 def _quiet_lightning() -> None:
