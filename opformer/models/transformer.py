@@ -137,7 +137,8 @@ class Transformer2dConfig(EncoderConfig):
     Decoder: ``decoder`` "spectral" (``decoder_width``, ``decoder_layers``, ``modes``, ``decoder_ffn``) or "pointwise"
     (``decoder_width``, ``decoder_layers`` hidden layers, ``decoder_dropout``); ``spatial_fc`` concatenates the
     output-grid coordinates before it, ``input_skip`` the input fields resampled to the output grid (a path from the
-    fine input to the decoder that bypasses the attention grid; not in the paper).  ``boundary``: None, or "dirichlet" to zero the outer ring of the output.
+    fine input to the decoder that bypasses the attention grid; not in the paper).  ``boundary``: None, or
+    "dirichlet" to zero the outer ring of the output.
     """
 
     in_channels: int = 1
