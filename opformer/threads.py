@@ -120,12 +120,11 @@ def busy_cpus(interval: float = 0.25, stat: str = "/proc/stat") -> Optional[floa
     return None if second is None else busy_between(first, second, cpus)
 
 
-def choose_threads(requested: Optional[int] = None, root: str = "/sys/fs/cgroup", avoid_busy: bool = False,
-                   busy: Optional[float] = None) -> tuple[int, str]:
+def choose_threads(requested: Optional[int] = None, root: str = "/sys/fs/cgroup",
+                   avoid_busy: bool = False) -> tuple[int, str]:
     """(torch threads to use, a note saying why).  ``requested`` (e.g. ``--threads``) wins when given; the note
     then says if it exceeds the CPUs available.  Otherwise: the CPUs this process may use (:func:`available_cpus`),
-    and with ``avoid_busy`` fewer by the CPUs that other work keeps busy now (``busy``, default
-    :func:`busy_cpus`), at least one: threads that must share a core with another process wait on each other at
+    and with ``avoid_busy`` fewer by the CPUs that other work keeps busy now (:func:`busy_cpus`), at least one: threads that must share a core with another process wait on each other at
     every parallel region, which on a 2-core machine made a training run 6-10x slower than one thread."""
     n, how = available_cpus(root)
     if requested is not None:
@@ -136,7 +135,7 @@ def choose_threads(requested: Optional[int] = None, root: str = "/sys/fs/cgroup"
             note += f"; more threads than the {n} CPUs available: they will compete"
         return int(requested), note
     if avoid_busy and n > 1:
-        busy = busy_cpus() if busy is None else busy
+        busy = busy_cpus()
         if busy is not None and round(busy) >= 1:
             free = max(1, n - round(busy))
             return free, f"{free} threads ({how}, {busy:.1f} of them busy with other work; --threads N sets it)"

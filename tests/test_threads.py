@@ -99,12 +99,18 @@ def test_default_threads_leave_out_the_cpus_other_work_keeps_busy(tmp_path, monk
     thread; by default the trainer now takes only the free CPUs, at least one, and says why."""
     monkeypatch.setattr(T, "_affinity_count", lambda: 4)
     root = str(tmp_path / "none")
-    assert T.choose_threads(root=root, avoid_busy=True, busy=1.2)[0] == 3
-    assert "1.2 of them busy with other work" in T.choose_threads(root=root, avoid_busy=True, busy=1.2)[1]
-    assert T.choose_threads(root=root, avoid_busy=True, busy=0.4)[0] == 4  # under half a CPU: nothing to avoid
-    assert T.choose_threads(root=root, avoid_busy=True, busy=9.0)[0] == 1  # never fewer than one
-    assert T.choose_threads(root=root, busy=3.0)[0] == 4  # only when asked to (the benchmarks keep all)
-    assert T.choose_threads(2, root=root, avoid_busy=True, busy=3.0)[0] == 2  # --threads wins
+
+    def choose(busy, *args, **kwargs):
+        monkeypatch.setattr(T, "busy_cpus", lambda: busy)
+        return T.choose_threads(*args, root=root, **kwargs)
+
+    assert choose(1.2, avoid_busy=True)[0] == 3
+    assert "1.2 of them busy with other work" in choose(1.2, avoid_busy=True)[1]
+    assert choose(0.4, avoid_busy=True)[0] == 4  # under half a CPU: nothing to avoid
+    assert choose(9.0, avoid_busy=True)[0] == 1  # never fewer than one
+    assert choose(3.0)[0] == 4  # only when asked to (the benchmarks keep all)
+    assert choose(3.0, 2, avoid_busy=True)[0] == 2  # --threads wins
+    assert choose(None, avoid_busy=True)[0] == 4  # nothing measurable (not Linux): all of them
 
 
 def test_trainer_default_threads_avoid_busy_cpus(monkeypatch, capsys):
