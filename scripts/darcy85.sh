@@ -39,6 +39,8 @@ run gt-skip        darcy-gt-cpu --input-skip true
 run gt-postln      darcy-gt-cpu --norm-scheme regular
 run gt-l3          darcy-gt-cpu --num-layers 3
 run gt-beta2-0.98-lr2e-3 darcy-gt-cpu --adam-beta2 0.98 --lr 2e-3
+run gt-b2          darcy-gt-cpu --batch-size 2
+run fno-b2         darcy-fno-cpu --batch-size 2
 run ft             darcy-ft-cpu
 run ft-d64         darcy-ft-cpu "${D64[@]}"
 run inv-gt-eps0.01 darcy-inverse-gt-cpu --noise 0.01

@@ -314,10 +314,15 @@ class FieldDataset(torch.utils.data.Dataset):
         return self._items[name]
 
 
+def has_batch(ds) -> bool:
+    """Whether a dataset gathers whole batches itself (a callable ``batch(indices)``, as :meth:`FieldDataset.batch`)."""
+    return callable(getattr(ds, "batch", None))
+
+
 def stack_samples(ds, indices) -> dict[str, torch.Tensor]:
     """Samples ``indices`` of any dataset of dicts of tensors as one batch: ``ds.batch(indices)`` where the dataset
     has it (:meth:`FieldDataset.batch`), else its items stacked."""
-    if callable(getattr(ds, "batch", None)):
+    if has_batch(ds):
         return ds.batch(indices)
     return torch.utils.data.default_collate([ds[i] for i in indices])
 

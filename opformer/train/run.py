@@ -26,7 +26,7 @@ from .. import __version__
 from ..atomic import atomic_write_text
 from .callbacks import AtomicCheckpointIO, EpochLine, EpochShuffleSampler, FlushLoggersOnCheckpoint
 from ..config import ConfigError, TrainConfig
-from ..data.datasets import stack_samples, suspicious_samples
+from ..data.datasets import has_batch, stack_samples, suspicious_samples
 from ..tasks.artifact import LoadError, Predictor, load, make_artifact, read_checkpoint
 from ..tasks.base import ensure_files
 from .config import resolve
@@ -281,7 +281,7 @@ class _DataModule(L.LightningDataModule):
         else:
             sampler = list(range(rank, len(ds), world))
         size = self._per_device(batch) if shuffle else batch
-        if callable(getattr(ds, "batch", None)):  # whole batches in one gather per array (FieldDataset.batch)
+        if has_batch(ds):  # whole batches in one gather per array (FieldDataset.batch)
             return DataLoader(_WholeBatches(ds), batch_size=None, sampler=_IndexBatches(sampler, size, False),
                               num_workers=t.num_workers, persistent_workers=t.num_workers > 0)
         return DataLoader(ds, batch_size=size, sampler=sampler, num_workers=t.num_workers,
