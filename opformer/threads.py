@@ -124,8 +124,9 @@ def choose_threads(requested: Optional[int] = None, root: str = "/sys/fs/cgroup"
                    avoid_busy: bool = False) -> tuple[int, str]:
     """(torch threads to use, a note saying why).  ``requested`` (e.g. ``--threads``) wins when given; the note
     then says if it exceeds the CPUs available.  Otherwise: the CPUs this process may use (:func:`available_cpus`),
-    and with ``avoid_busy`` fewer by the CPUs that other work keeps busy now (:func:`busy_cpus`), at least one: threads that must share a core with another process wait on each other at
-    every parallel region, which on a 2-core machine made a training run 6-10x slower than one thread."""
+    and with ``avoid_busy`` fewer by the CPUs that other work keeps busy now (:func:`busy_cpus`), at least one:
+    threads that must share a core with another process wait on each other at every parallel region, which on a
+    2-core machine made a training run 6-10x slower than one thread."""
     n, how = available_cpus(root)
     if requested is not None:
         if requested < 1:
