@@ -8,6 +8,7 @@
 #   OUT=runs/d85-s2 RUNS="fno gt-d64" bash scripts/darcy85.sh --seed 2   # another seed
 #   OUT=runs/d85-e20 RUNS="gt fno" bash scripts/darcy85.sh --epochs 20   # twice the epochs
 #   OUT=runs/d85-s3 RUNS="gt-lr5e-4" bash scripts/darcy85.sh --seed 3     # the seed that blew up, lower peak
+#   RUNS="gt-lr5e-4" bash scripts/darcy85.sh; OUT=runs/d85-s2 RUNS="gt-lr5e-4" bash scripts/darcy85.sh --seed 2
 #   OUT=runs/d85-s3 RUNS="gt-eta0.1 gt-pct0.5 gt-beta2-0.98" bash scripts/darcy85.sh --seed 3   # init, warm-up, Adam
 #   OUT=runs/d85-s2 RUNS="gt-skip gt-postln" bash scripts/darcy85.sh --seed 2   # input skip; post-LN
 #   RUNS="gt-b2 fno-b2 gt-xavier gt-init1e-3" bash scripts/darcy85.sh           # batch 2; Q/K/V initialisation
