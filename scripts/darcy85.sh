@@ -13,7 +13,7 @@
 #   OUT=runs/d85-s2 RUNS="gt-skip gt-postln" bash scripts/darcy85.sh --seed 2   # input skip; post-LN
 #   RUNS="gt-b2 fno-b2 gt-xavier gt-init1e-3" bash scripts/darcy85.sh           # batch 2; Q/K/V initialisation
 #   RUNS="gt-drop0" bash scripts/darcy85.sh                                    # no dropout (encoder, downscaler)
-#   RUNS="gt-pct0.1 fno-pct0.1 gt-l10" bash scripts/darcy85.sh                 # short warm-up; 10 layers
+#   RUNS="gt-pct0.1 gt-l10" bash scripts/darcy85.sh                            # short warm-up; 10 layers
 #   RUNS="gt-l10-beta2-0.98 gt-pct0.1-beta2-0.98" bash scripts/darcy85.sh       # the same two with Adam beta2 0.98
 #   RUNS="inv-ft-eps0 inv-ft-eps0.01 inv-gt-eps0.01-postln inv-gt-eps0-postln inv-fno-eps0.01 inv-fno-eps0" \
 #       bash scripts/darcy85.sh                                           # the inverse table (Table 3, reduced)
@@ -50,7 +50,6 @@ run gt-xavier      darcy-gt-cpu --init xavier
 run gt-init1e-3    darcy-gt-cpu --eta 0.001 --delta 0.001
 run gt-drop0       darcy-gt-cpu --dropout 0 --downscaler-dropout 0
 run gt-pct0.1      darcy-gt-cpu --pct-start 0.1
-run fno-pct0.1     darcy-fno-cpu --pct-start 0.1
 run gt-l10         darcy-gt-cpu --num-layers 10
 run gt-l10-beta2-0.98 darcy-gt-cpu --num-layers 10 --adam-beta2 0.98
 run gt-pct0.1-beta2-0.98 darcy-gt-cpu --pct-start 0.1 --adam-beta2 0.98
