@@ -15,6 +15,7 @@
 #   RUNS="gt-drop0" bash scripts/darcy85.sh                                    # no dropout (encoder, downscaler)
 #   RUNS="gt-pct0.1 gt-l10" bash scripts/darcy85.sh                            # short warm-up; 10 layers
 #   RUNS="gt-l10-beta2-0.98 gt-pct0.1-beta2-0.98" bash scripts/darcy85.sh       # the same two with Adam beta2 0.98
+#   RUNS="gt-refdrop" bash scripts/darcy85.sh   # the dropouts the paper's code trained with (attention 0.5, FFN 0.1)
 #   RUNS="inv-ft-eps0 inv-ft-eps0.01 inv-gt-eps0.01-postln inv-gt-eps0-postln inv-fno-eps0.01 inv-fno-eps0" \
 #       bash scripts/darcy85.sh                                           # the inverse table (Table 3, reduced)
 #   OUT=runs/d85-s2 RUNS="inv-gt-eps0.01-postln" bash scripts/darcy85.sh --seed 2   # its seeds (2, 3)
@@ -53,6 +54,7 @@ run gt-pct0.1      darcy-gt-cpu --pct-start 0.1
 run gt-l10         darcy-gt-cpu --num-layers 10
 run gt-l10-beta2-0.98 darcy-gt-cpu --num-layers 10 --adam-beta2 0.98
 run gt-pct0.1-beta2-0.98 darcy-gt-cpu --pct-start 0.1 --adam-beta2 0.98
+run gt-refdrop     darcy-gt-cpu --attn-dropout 0.5 --ffn-dropout 0.1
 run ft             darcy-ft-cpu
 run ft-d64         darcy-ft-cpu "${D64[@]}"
 run inv-gt-eps0.01 darcy-inverse-gt-cpu --noise 0.01

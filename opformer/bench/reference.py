@@ -15,7 +15,7 @@ import sys
 import types
 import warnings
 
-__all__ = ["reference_available", "reference_layer_class", "make_reference_layer"]
+__all__ = ["reference_available", "reference_model_module", "reference_layer_class", "make_reference_layer"]
 
 # modules the reference imports at top level but never uses for SimpleTransformerEncoderLayer
 _UNUSED = ("psutil", "pandas", "torchinfo", "seaborn", "IPython")
@@ -47,8 +47,14 @@ def reference_available() -> bool:
 
 def reference_layer_class():
     """``galerkin_transformer.model.SimpleTransformerEncoderLayer``, imported without the package ``__init__``."""
+    return reference_model_module().SimpleTransformerEncoderLayer
+
+
+def reference_model_module():
+    """The module ``galerkin_transformer.model`` (its layers and whole models, e.g. ``FourierTransformer2D``),
+    imported without the package ``__init__``."""
     if "galerkin_transformer.model" in sys.modules:
-        return sys.modules["galerkin_transformer.model"].SimpleTransformerEncoderLayer
+        return sys.modules["galerkin_transformer.model"]
     spec = importlib.util.find_spec("galerkin_transformer")
     if spec is None:
         raise ImportError("the reference package is not installed: pip install --no-deps galerkin-transformer==0.2.1")
@@ -68,8 +74,7 @@ def reference_layer_class():
         sys.modules["galerkin_transformer"] = pkg
     with warnings.catch_warnings(), _quiet():
         warnings.simplefilter("ignore")
-        model = importlib.import_module("galerkin_transformer.model")
-    return model.SimpleTransformerEncoderLayer
+        return importlib.import_module("galerkin_transformer.model")
 
 
 class _quiet:

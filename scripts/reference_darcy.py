@@ -1,0 +1,118 @@
+"""Train the paper's own Darcy network in opformer's pipeline, for a side-by-side comparison with our Transformer2d.
+
+The network is ``FourierTransformer2D`` of the paper's reference package (``galerkin-transformer`` 0.2.1 from PyPI,
+not a dependency of opformer), configured as its Darcy example ran (d 128, 4 heads, 6 Galerkin layers with Ln on K
+and V, CiNN down/up-scalers, a 2-layer spectral decoder with 12 modes and width 32; residual dropout 0.05, FFN
+dropout 0.1, no dropout before the decoder, downscaler dropout 0.05).  Everything else is `opformer train PRESET`:
+the data, splits, per-pixel normalisation (decoded before the loss, as the reference does inside its model), the
+loss with its H1 term, the one-cycle schedule, the divergence guard, model selection and the test evaluation.  Only
+the network is swapped, so a difference between this run and `opformer train PRESET` is a difference between the
+two networks (docs/results.md, "CPU-reduced runs").
+
+    pip install --no-deps galerkin-transformer==0.2.1
+    python scripts/reference_darcy.py darcy-gt-cpu --out runs/d85/ref-gt --no-progress --threads 1
+    python scripts/reference_darcy.py darcy-gt-cpu --out runs/d85/ref-gt-bugoff --attn-dropout-bug off
+
+``--attn-dropout-bug`` sets the reference's hard-wired p = 0.5 dropout on the d x d attention matrix: ``train``
+(default: in training only, so the validation and test figures are deterministic), ``always`` (as the paper's runs,
+in evaluation too) or ``off``.  Other arguments go to `opformer train` (--seed, --epochs, --lr, ...).  The
+checkpoints in --out hold the reference network: `opformer.load` cannot rebuild it (a note file says so).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from opformer.bench.reference import reference_available, reference_model_module
+from opformer.tasks.base import Operator, get_task
+
+# (fine grid, attention grid) -> the scale factor the reference's Darcy data set computes for its CiNN scalers
+# (`DarcyDataset.get_scaler_sizes`, values checked by running it); the upscaler's middle grid is round(n_f * f) - 1
+SCALE_FACTORS = {(85, 29): 0.59, (141, 43): 0.555, (211, 61): 0.54, (141, 71): 0.71}
+
+
+class ReferenceDarcy(nn.Module):
+    """The reference ``FourierTransformer2D`` behind opformer's model interface: ``(x, coords) -> y`` with x the
+    standardized coefficient (batch, n, n, 1) and coords the fine grid (batch or 1, n, n, 2); y is standardized
+    (the Operator decodes it and zeroes the boundary ring)."""
+
+    def __init__(self, n_fine: int, n_coarse: int, bug: str = "train"):
+        super().__init__()
+        if (n_fine, n_coarse) not in SCALE_FACTORS:
+            raise ValueError(f"fine/attention grid {n_fine}/{n_coarse} not one of {sorted(SCALE_FACTORS)}")
+        if bug not in ("train", "always", "off"):
+            raise ValueError(f"--attn-dropout-bug must be train, always or off, got {bug!r}")
+        f = SCALE_FACTORS[(n_fine, n_coarse)]
+        mid = round(n_fine * f) - 1
+        cfg = dict(
+            node_feats=1, pos_dim=2, n_targets=1, n_hidden=128, num_feat_layers=0, num_encoder_layers=6, n_head=4,
+            dim_feedforward=256, attention_type="galerkin", feat_extract_type=None, xavier_init=1e-2,
+            diagonal_weight=1e-2, symmetric_init=False, layer_norm=False, attn_norm=True, batch_norm=False,
+            return_attn_weight=False, return_latent=False, decoder_type="ifft2", freq_dim=32,
+            num_regressor_layers=2, fourier_modes=12, spacial_dim=2, spacial_fc=True, last_activation=True,
+            dropout=0.0, encoder_dropout=0.05, ffn_dropout=0.1, decoder_dropout=0.0, downscaler_dropout=0.05,
+            upscaler_dropout=0.0, downsample_mode="interp", upsample_mode="interp", downscaler_activation="relu",
+            upscaler_activation="silu", regressor_activation="silu", norm_eps=1e-7, normalizer=None,
+            boundary_condition=None, downscaler_size=(f, f), upscaler_size=((mid, mid), (n_fine, n_fine)),
+            residual_type="add", norm_type="layer", debug=False,
+        )
+        self.net = reference_model_module().FourierTransformer2D(**cfg)
+        self.bug = bug
+        self._attn = [layer.attn for layer in self.net.encoder_layers]
+        self._flag = self._attn[0].dropout  # the reference applies its p = 0.5 dropout iff this is not None
+        lin = torch.linspace(0, 1, n_coarse)
+        pos = torch.stack(torch.meshgrid(lin, lin, indexing="ij"), dim=-1).reshape(1, -1, 2)
+        self.register_buffer("pos", pos, persistent=False)
+        self.train()
+
+    def train(self, mode: bool = True):
+        super().train(mode)
+        on = self.bug == "always" or (self.bug == "train" and mode)
+        for attn in getattr(self, "_attn", []):
+            attn.dropout = self._flag if on else None
+        return self
+
+    def forward(self, x, coords):
+        b = x.shape[0]
+        grid = coords.expand(b, *coords.shape[1:])
+        return self.net(x, None, self.pos.expand(b, -1, -1), grid)["preds"]
+
+
+def main(argv: list[str]) -> int:
+    if not reference_available():
+        print("error: the reference package is not installed: pip install --no-deps galerkin-transformer==0.2.1",
+              file=sys.stderr)
+        return 2
+    bug = "train"
+    if "--attn-dropout-bug" in argv:
+        i = argv.index("--attn-dropout-bug")
+        if i + 1 >= len(argv):
+            print("error: --attn-dropout-bug needs a value (train, always, off)", file=sys.stderr)
+            return 2
+        bug = argv[i + 1]
+        argv = argv[:i] + argv[i + 2:]
+    task = get_task("darcy")
+
+    def build_operator(model_cfg, normalizers, options):
+        n_fine = int(normalizers["input"].mean.shape[0])
+        net = ReferenceDarcy(n_fine, int(model_cfg["coarse_size"]), bug)
+        return Operator(net, normalizers.get("input"), normalizers.get("target"), zero_boundary=True)
+
+    task.build_operator = build_operator  # this process only: every other part of the run is opformer's
+    from opformer.cli import main as cli_main
+
+    rc = cli_main(["train", *argv])
+    out = argv[argv.index("--out") + 1] if "--out" in argv else None
+    if rc == 0 and out:
+        (Path(out) / "REFERENCE_NETWORK.txt").write_text(
+            "The checkpoints here hold the reference package's FourierTransformer2D, trained by "
+            f"scripts/reference_darcy.py (attention-dropout bug: {bug}); opformer.load cannot rebuild it.\n")
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
