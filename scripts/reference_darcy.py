@@ -15,7 +15,9 @@ two networks (docs/results.md, "CPU-reduced runs").
 
 ``--attn-dropout-bug`` sets the reference's hard-wired p = 0.5 dropout on the d x d attention matrix: ``train``
 (default: in training only, so the validation and test figures are deterministic), ``always`` (as the paper's runs,
-in evaluation too) or ``off``.  Other arguments go to `opformer train` (--seed, --epochs, --lr, ...).  The
+in evaluation too) or ``off``.  ``--reference KEY=VALUE`` (repeatable) changes one key of the reference network's
+config, e.g. ``--reference ffn_dropout=0.05`` (with ``--attn-dropout-bug off``: our preset's dropouts) or
+``--reference num_encoder_layers=0``.  Other arguments go to `opformer train` (--seed, --epochs, --lr, ...).  The
 checkpoints in --out hold the reference network: `opformer.load` cannot rebuild it (a note file says so).
 """
 
@@ -25,6 +27,7 @@ import sys
 from pathlib import Path
 
 import torch
+import yaml
 from torch import nn
 
 from opformer.bench.reference import reference_available, reference_model_module
@@ -40,7 +43,7 @@ class ReferenceDarcy(nn.Module):
     standardized coefficient (batch, n, n, 1) and coords the fine grid (batch or 1, n, n, 2); y is standardized
     (the Operator decodes it and zeroes the boundary ring)."""
 
-    def __init__(self, n_fine: int, n_coarse: int, bug: str = "train"):
+    def __init__(self, n_fine: int, n_coarse: int, bug: str = "train", **overrides):
         super().__init__()
         if (n_fine, n_coarse) not in SCALE_FACTORS:
             raise ValueError(f"fine/attention grid {n_fine}/{n_coarse} not one of {sorted(SCALE_FACTORS)}")
@@ -60,10 +63,14 @@ class ReferenceDarcy(nn.Module):
             boundary_condition=None, downscaler_size=(f, f), upscaler_size=((mid, mid), (n_fine, n_fine)),
             residual_type="add", norm_type="layer", debug=False,
         )
+        unknown = sorted(set(overrides) - set(cfg))
+        if unknown:
+            raise ValueError(f"--reference: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(cfg))}")
+        cfg.update(overrides)
         self.net = reference_model_module().FourierTransformer2D(**cfg)
         self.bug = bug
         self._attn = [layer.attn for layer in self.net.encoder_layers]
-        self._flag = self._attn[0].dropout  # the reference applies its p = 0.5 dropout iff this is not None
+        self._flag = self._attn[0].dropout if self._attn else None  # the reference applies its p = 0.5 dropout iff this is not None
         lin = torch.linspace(0, 1, n_coarse)
         pos = torch.stack(torch.meshgrid(lin, lin, indexing="ij"), dim=-1).reshape(1, -1, 2)
         self.register_buffer("pos", pos, persistent=False)
@@ -87,19 +94,28 @@ def main(argv: list[str]) -> int:
         print("error: the reference package is not installed: pip install --no-deps galerkin-transformer==0.2.1",
               file=sys.stderr)
         return 2
-    bug = "train"
-    if "--attn-dropout-bug" in argv:
-        i = argv.index("--attn-dropout-bug")
+    bug, overrides = "train", {}
+    while "--attn-dropout-bug" in argv or "--reference" in argv:
+        flag = "--attn-dropout-bug" if "--attn-dropout-bug" in argv else "--reference"
+        i = argv.index(flag)
         if i + 1 >= len(argv):
-            print("error: --attn-dropout-bug needs a value (train, always, off)", file=sys.stderr)
+            print(f"error: {flag} needs a value", file=sys.stderr)
             return 2
-        bug = argv[i + 1]
+        value = argv[i + 1]
         argv = argv[:i] + argv[i + 2:]
+        if flag == "--attn-dropout-bug":
+            bug = value
+        elif "=" not in value:
+            print(f"error: --reference takes KEY=VALUE, got {value!r}", file=sys.stderr)
+            return 2
+        else:
+            key, text = value.split("=", 1)
+            overrides[key] = yaml.safe_load(text)
     task = get_task("darcy")
 
     def build_operator(model_cfg, normalizers, options):
         n_fine = int(normalizers["input"].mean.shape[0])
-        net = ReferenceDarcy(n_fine, int(model_cfg["coarse_size"]), bug)
+        net = ReferenceDarcy(n_fine, int(model_cfg["coarse_size"]), bug, **overrides)
         return Operator(net, normalizers.get("input"), normalizers.get("target"), zero_boundary=True)
 
     task.build_operator = build_operator  # this process only: every other part of the run is opformer's
@@ -110,7 +126,8 @@ def main(argv: list[str]) -> int:
     if rc == 0 and out:
         (Path(out) / "REFERENCE_NETWORK.txt").write_text(
             "The checkpoints here hold the reference package's FourierTransformer2D, trained by "
-            f"scripts/reference_darcy.py (attention-dropout bug: {bug}); opformer.load cannot rebuild it.\n")
+            f"scripts/reference_darcy.py (attention-dropout bug: {bug}, changes: {overrides or 'none'}); "
+            "opformer.load cannot rebuild it.\n")
     return rc
 
 
