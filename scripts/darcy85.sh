@@ -16,6 +16,9 @@
 #   RUNS="gt-pct0.1 gt-l10" bash scripts/darcy85.sh                            # short warm-up; 10 layers
 #   RUNS="gt-l10-beta2-0.98 gt-pct0.1-beta2-0.98" bash scripts/darcy85.sh       # the same two with Adam beta2 0.98
 #   RUNS="gt-refdrop" bash scripts/darcy85.sh   # the dropouts the paper's code trained with (attention 0.5, FFN 0.1)
+#   RUNS="ref-gt ref-gt-ourdrop ref-l0" bash scripts/darcy85.sh   # the paper's own network in our pipeline (needs
+#       pip install --no-deps galerkin-transformer==0.2.1; run only when named, see scripts/reference_darcy.py)
+#   OUT=runs/d85-s2 RUNS="ref-gt-ourdrop" bash scripts/darcy85.sh --seed 2   # its seeds (2, 3)
 #   RUNS="inv-ft-eps0 inv-ft-eps0.01 inv-gt-eps0.01-postln inv-gt-eps0-postln inv-fno-eps0.01 inv-fno-eps0" \
 #       bash scripts/darcy85.sh                                           # the inverse table (Table 3, reduced)
 #   OUT=runs/d85-s2 RUNS="inv-gt-eps0.01-postln" bash scripts/darcy85.sh --seed 2   # its seeds (2, 3)
@@ -29,6 +32,11 @@ run() {  # name preset flags...
   local name=$1 preset=$2; shift 2
   case " ${RUNS:-$name} " in *" $name "*) ;; *) return 0 ;; esac
   opformer train "$preset" --out "$OUT/$name" --no-progress "$@" "${EXTRA[@]}"
+}
+ref() {  # name flags...: the reference package's network (scripts/reference_darcy.py), only when named in RUNS
+  local name=$1; shift
+  case " ${RUNS:-} " in *" $name "*) ;; *) return 0 ;; esac
+  python "$(dirname "$0")/reference_darcy.py" darcy-gt-cpu --out "$OUT/$name" --no-progress "$@" "${EXTRA[@]}"
 }
 EXTRA=("$@")
 run fno            darcy-fno-cpu
@@ -71,3 +79,6 @@ run inv-fno-eps0.01 darcy-inverse-fno-cpu --noise 0.01
 run inv-fno-eps0   darcy-inverse-fno-cpu --noise 0
 run inv-fno-eps0.1 darcy-inverse-fno-cpu --noise 0.1
 run inv-ft-eps0.1  darcy-inverse-ft-cpu --noise 0.1
+ref ref-gt
+ref ref-gt-ourdrop --attn-dropout-bug off --reference ffn_dropout=0.05
+ref ref-l0         --attn-dropout-bug off --reference num_encoder_layers=0
