@@ -77,16 +77,24 @@ def plot_records(records: list[dict], path: str, title: Optional[str] = None) ->
         (axes[0], "seconds_fwd_bwd", "forward+backward time [s]", 1.0),
         (axes[1], "peak_memory_bytes", "peak memory [MiB]", 1.0 / 2**20),
     ):
+        drawn = 0
         for label, (ns, vs) in sorted(_series(records, field).items()):
             order = sorted(range(len(ns)), key=ns.__getitem__)
             ns, vs = [ns[i] for i in order], [vs[i] for i in order]
             s = loglog_slope(ns, vs)
             slopes.setdefault(label, {})[field] = s
-            ax.loglog(ns, [v * scale for v in vs], "o-", label=f"{label} (slope {s:.2f})" if s else label)
+            keep = [i for i, v in enumerate(vs) if v is not None and v > 0]  # a log axis shows positive values only
+            if keep:
+                ax.loglog([ns[i] for i in keep], [vs[i] * scale for i in keep], "o-",
+                          label=f"{label} (slope {s:.2f})" if s else label)
+                drawn += 1
         ax.set_xlabel("n (points)")
         ax.set_ylabel(ylabel)
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
+        if drawn:
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend(fontsize=8)
+        else:
+            ax.text(0.5, 0.5, "not measured", ha="center", va="center", transform=ax.transAxes)
     if title is None and records:
         r = records[0]
         m = r.get("machine") or {}
