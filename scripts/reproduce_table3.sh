@@ -5,6 +5,7 @@
 #
 #   bash scripts/reproduce_table3.sh            # full runs: needs a GPU
 #   MODE=cpu bash scripts/reproduce_table3.sh   # CPU-reduced: 85 fine -> 29 target, 256 samples, 10 epochs
+#       (the CPU presets train FT and GT with Adam beta2 0.98 and the GT with post-LN: docs/results.md, Table 3)
 #
 # Extra arguments go to every `opformer train`.
 set -euo pipefail
