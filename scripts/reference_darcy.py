@@ -111,6 +111,9 @@ def main(argv: list[str]) -> int:
         else:
             key, text = value.split("=", 1)
             overrides[key] = yaml.safe_load(text)
+    if bug not in ("train", "always", "off"):
+        print(f"error: --attn-dropout-bug must be train, always or off, got {bug!r}", file=sys.stderr)
+        return 2
     task = get_task("darcy")
 
     def build_operator(model_cfg, normalizers, options):
