@@ -81,9 +81,9 @@ run inv-fno-eps0.01 darcy-inverse-fno-cpu --noise 0.01
 run inv-fno-eps0   darcy-inverse-fno-cpu --noise 0
 run inv-fno-eps0.1 darcy-inverse-fno-cpu --noise 0.1
 run inv-ft-eps0.1  darcy-inverse-ft-cpu --noise 0.1 --adam-beta2 0.999
-ref ref-gt
-ref ref-gt-ourdrop --attn-dropout-bug off --reference ffn_dropout=0.05
-ref ref-l0         --attn-dropout-bug off --reference num_encoder_layers=0
 run inv-gt-eps0.1-postln-beta2-0.98 darcy-inverse-gt-cpu --noise 0.1 --norm-scheme regular --adam-beta2 0.98
 run inv-ft-eps0.1-beta2-0.98 darcy-inverse-ft-cpu --noise 0.1 --adam-beta2 0.98
 run inv-ft-eps0-beta2-0.98 darcy-inverse-ft-cpu --noise 0 --adam-beta2 0.98
+ref ref-gt
+ref ref-gt-ourdrop --attn-dropout-bug off --reference ffn_dropout=0.05
+ref ref-l0         --attn-dropout-bug off --reference num_encoder_layers=0

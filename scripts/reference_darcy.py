@@ -23,19 +23,22 @@ checkpoints in --out hold the reference network: `opformer.load` cannot rebuild 
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
-import torch
 import yaml
 from torch import nn
 
 from opformer.bench.reference import reference_available, reference_model_module
+from opformer.models.registry import default_coords
 from opformer.tasks.base import Operator, get_task
 
 # (fine grid, attention grid) -> the scale factor the reference's Darcy data set computes for its CiNN scalers
 # (`DarcyDataset.get_scaler_sizes`, values checked by running it); the upscaler's middle grid is round(n_f * f) - 1
 SCALE_FACTORS = {(85, 29): 0.59, (141, 43): 0.555, (211, 61): 0.54, (141, 71): 0.71}
+#: when the reference's hard-wired p = 0.5 attention dropout acts
+BUG_MODES = ("train", "always", "off")
 
 
 class ReferenceDarcy(nn.Module):
@@ -47,7 +50,7 @@ class ReferenceDarcy(nn.Module):
         super().__init__()
         if (n_fine, n_coarse) not in SCALE_FACTORS:
             raise ValueError(f"fine/attention grid {n_fine}/{n_coarse} not one of {sorted(SCALE_FACTORS)}")
-        if bug not in ("train", "always", "off"):
+        if bug not in BUG_MODES:
             raise ValueError(f"--attn-dropout-bug must be train, always or off, got {bug!r}")
         f = SCALE_FACTORS[(n_fine, n_coarse)]
         mid = round(n_fine * f) - 1
@@ -71,15 +74,13 @@ class ReferenceDarcy(nn.Module):
         self.bug = bug
         self._attn = [layer.attn for layer in self.net.encoder_layers]
         self._flag = self._attn[0].dropout if self._attn else None  # the reference applies its p = 0.5 dropout iff this is not None
-        lin = torch.linspace(0, 1, n_coarse)
-        pos = torch.stack(torch.meshgrid(lin, lin, indexing="ij"), dim=-1).reshape(1, -1, 2)
-        self.register_buffer("pos", pos, persistent=False)
+        self.register_buffer("pos", default_coords(n_coarse, 2).reshape(1, -1, 2), persistent=False)
         self.train()
 
     def train(self, mode: bool = True):
         super().train(mode)
         on = self.bug == "always" or (self.bug == "train" and mode)
-        for attn in getattr(self, "_attn", []):
+        for attn in self._attn:
             attn.dropout = self._flag if on else None
         return self
 
@@ -94,26 +95,19 @@ def main(argv: list[str]) -> int:
         print("error: the reference package is not installed: pip install --no-deps galerkin-transformer==0.2.1",
               file=sys.stderr)
         return 2
-    bug, overrides = "train", {}
-    while "--attn-dropout-bug" in argv or "--reference" in argv:
-        flag = "--attn-dropout-bug" if "--attn-dropout-bug" in argv else "--reference"
-        i = argv.index(flag)
-        if i + 1 >= len(argv):
-            print(f"error: {flag} needs a value", file=sys.stderr)
-            return 2
-        value = argv[i + 1]
-        argv = argv[:i] + argv[i + 2:]
-        if flag == "--attn-dropout-bug":
-            bug = value
-        elif "=" not in value:
-            print(f"error: --reference takes KEY=VALUE, got {value!r}", file=sys.stderr)
-            return 2
-        else:
-            key, text = value.split("=", 1)
-            overrides[key] = yaml.safe_load(text)
-    if bug not in ("train", "always", "off"):
-        print(f"error: --attn-dropout-bug must be train, always or off, got {bug!r}", file=sys.stderr)
-        return 2
+    parser = argparse.ArgumentParser(prog="reference_darcy.py", allow_abbrev=False,
+                                     description="the rest of the arguments go to `opformer train`")
+    parser.add_argument("--attn-dropout-bug", default="train", choices=BUG_MODES)
+    parser.add_argument("--reference", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--out")
+    args, rest = parser.parse_known_args(argv)
+    overrides = {}
+    for item in args.reference:
+        if "=" not in item:
+            parser.error(f"--reference takes KEY=VALUE, got {item!r}")
+        key, text = item.split("=", 1)
+        overrides[key] = yaml.safe_load(text)
+    bug = args.attn_dropout_bug
     task = get_task("darcy")
 
     def build_operator(model_cfg, normalizers, options):
@@ -124,10 +118,9 @@ def main(argv: list[str]) -> int:
     task.build_operator = build_operator  # this process only: every other part of the run is opformer's
     from opformer.cli import main as cli_main
 
-    rc = cli_main(["train", *argv])
-    out = argv[argv.index("--out") + 1] if "--out" in argv else None
-    if rc == 0 and out:
-        (Path(out) / "REFERENCE_NETWORK.txt").write_text(
+    rc = cli_main(["train", *rest, *(["--out", args.out] if args.out else [])])
+    if rc == 0 and args.out:
+        (Path(args.out) / "REFERENCE_NETWORK.txt").write_text(
             "The checkpoints here hold the reference package's FourierTransformer2D, trained by "
             f"scripts/reference_darcy.py (attention-dropout bug: {bug}, changes: {overrides or 'none'}); "
             "opformer.load cannot rebuild it.\n")

@@ -11,7 +11,7 @@ import torch
 from opformer.bench.reference import reference_available
 from opformer.models import build_model
 from opformer.models.presets import PAPER_PARAMETERS, model_preset
-from opformer.models.registry import count_parameters
+from opformer.models.registry import count_parameters, default_coords
 
 pytestmark = pytest.mark.skipif(not reference_available(), reason="the reference package is not installed")
 
@@ -34,8 +34,7 @@ def test_the_attention_dropout_bug_modes():
     mod = _script()
     torch.manual_seed(0)
     x = torch.randn(2, 85, 85, 1)
-    lin = torch.linspace(0, 1, 85)
-    coords = torch.stack(torch.meshgrid(lin, lin, indexing="ij"), dim=-1)[None]
+    coords = default_coords(85, 2)
     net = mod.ReferenceDarcy(85, 29, "train")
     with torch.no_grad():
         assert net(x, coords).shape == (2, 85, 85, 1)
