@@ -89,7 +89,7 @@ def _describe(tp) -> str:
     if typing.get_origin(tp) in (list, tuple):
         return "a comma-separated list"
     if typing.get_origin(tp) is dict or tp is dict:
-        return "a mapping"
+        return "a mapping (key=value,key=value)"
     return {int: "an integer", float: "a number", str: "a string", bool: "true or false"}.get(tp, str(tp))
 
 
@@ -123,6 +123,16 @@ def _from_text(text: str, tp) -> Any:
     if typing.get_origin(tp) in (list, tuple):
         (inner,) = _args(tp)[:1] or (str,)
         return [_from_text(part.strip(), inner) for part in text.split(",") if part.strip()]
+    if typing.get_origin(tp) is dict or tp is dict:
+        inner = _args(tp)[1] if len(_args(tp)) == 2 else Any
+        out = {}
+        for part in (part.strip() for part in text.split(",")):
+            key, eq, value = part.partition("=")
+            if part and (not eq or not key.strip()):
+                raise ValueError(text)
+            if part:
+                out[key.strip()] = _from_text(value.strip(), inner)
+        return out
     if tp is bool:
         if low in ("true", "yes", "1", "on"):
             return True
@@ -151,7 +161,9 @@ def _matches(value: Any, tp) -> bool:
         inner = _args(tp)[0] if _args(tp) else Any
         return isinstance(value, (list, tuple)) and all(_matches(v, inner) for v in value)
     if typing.get_origin(tp) is dict or tp is dict:
-        return isinstance(value, dict)
+        kinds = _args(tp) if len(_args(tp)) == 2 else (Any, Any)
+        return isinstance(value, dict) and all(_matches(k, kinds[0]) and _matches(v, kinds[1])
+                                               for k, v in value.items())
     if tp is bool:
         return isinstance(value, bool)
     if tp is int:
@@ -287,6 +299,9 @@ class TrainConfig:
     adam_beta2: float = opt(0.999, "Adam's second-moment decay; lower (0.98, 0.95) adapts faster to a sudden large "
                                    "gradient, a common remedy for loss spikes (beta1 follows the one-cycle schedule)",
                             min=0.0, max=0.9999)
+    lr_scale: dict[str, float] = opt(
+        {}, "learning-rate multipliers by the model's module name, e.g. encoder=0.25: the parameters under that "
+            "module follow the same schedule at 0.25 times its rates (the longest matching name wins; the rest at 1)")
     grad_clip: float = opt(0.999, "gradient norm clip (0: none)", min=0.0)
     divergence_retries: int = opt(
         2, "times a non-finite loss restores the weights and optimizer of the epoch's start and halves the "

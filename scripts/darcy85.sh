@@ -87,3 +87,7 @@ run inv-ft-eps0-beta2-0.98 darcy-inverse-ft-cpu --noise 0 --adam-beta2 0.98
 ref ref-gt
 ref ref-gt-ourdrop --attn-dropout-bug off --reference ffn_dropout=0.05
 ref ref-l0         --attn-dropout-bug off --reference num_encoder_layers=0
+run gt-dec4        darcy-gt-cpu --decoder-layers 4
+run gt-dec4-l3     darcy-gt-cpu --decoder-layers 4 --num-layers 3
+run gt-enclr0.25   darcy-gt-cpu --lr-scale encoder=0.25
+run gt-enclr0.1    darcy-gt-cpu --lr-scale encoder=0.1

@@ -28,14 +28,34 @@ def make_adam(params, lr: float, weight_decay: float = 0.0, fused: bool = True,
     one CPU thread about 1 ms instead of 8-19 ms a step); the multi-tensor version elsewhere or with ``fused=False``
     (float16 mixed precision, whose gradient scaler must unscale before the gradient clip)."""
     params = list(params)
-    devices = {p.device.type for p in params}
-    floats = all(p.is_floating_point() for p in params)
+    tensors = [p for g in params for p in g["params"]] if params and isinstance(params[0], dict) else params
+    devices = {p.device.type for p in tensors}
+    floats = all(p.is_floating_point() for p in tensors)
     if fused and floats and devices and devices <= {"cpu", "cuda"}:
         try:
             return torch.optim.Adam(params, lr=lr, betas=(0.9, beta2), weight_decay=weight_decay, fused=True)
         except (RuntimeError, ValueError):  # a build or dtype without the fused kernel
             pass
     return torch.optim.Adam(params, lr=lr, betas=(0.9, beta2), weight_decay=weight_decay)
+
+
+def lr_groups(operator: torch.nn.Module, scales: dict) -> list[dict]:
+    """The operator's parameters as optimizer groups, one per learning-rate multiplier of ``scales`` ({module name of
+    the model: multiplier}; a parameter takes the multiplier of the longest name it lies under, else 1).  Raises
+    ValueError naming a module name that no parameter lies under, or a multiplier that is not positive."""
+    names = [n[len("model."):] if n.startswith("model.") else n for n, _ in operator.named_parameters()]
+    for key, scale in scales.items():
+        if not scale > 0:
+            raise ValueError(f"{key}={scale}: a multiplier must be > 0")
+        if not any(n == key or n.startswith(key + ".") for n in names):
+            tops = sorted({n.split(".")[0] for n in names})
+            raise ValueError(f"{key!r} names no module of the model (its modules: {', '.join(tops)})")
+    groups: dict = {}
+    for name, (_, param) in zip(names, operator.named_parameters()):
+        under = [k for k in scales if name == k or name.startswith(k + ".")]
+        scale = float(scales[max(under, key=len)]) if under else 1.0
+        groups.setdefault(scale, []).append(param)
+    return [{"params": params, "lr_scale": scale} for scale, params in groups.items()]
 
 
 class DivergenceError(RuntimeError):
@@ -269,7 +289,7 @@ class OperatorModule(L.LightningModule):
             for key, rate in now.items():
                 group[key] = rate * 0.5
         self.lr_halvings += 1
-        peak = opt.param_groups[0].get("max_lr", opt.param_groups[0]["lr"])
+        peak = max(g.get("max_lr", g["lr"]) / g.get("lr_scale", 1.0) for g in opt.param_groups)
         if why is not None:
             head = why
         elif math.isfinite(value):
@@ -372,12 +392,15 @@ class OperatorModule(L.LightningModule):
 
     def configure_optimizers(self) -> Any:
         t = self.train_cfg
-        opt = make_adam(self.operator.parameters(), lr=t.lr, weight_decay=t.weight_decay,
+        groups = lr_groups(self.operator, t.lr_scale)
+        for g in groups:
+            g["lr"] = t.lr * g["lr_scale"]
+        opt = make_adam(groups, lr=t.lr, weight_decay=t.weight_decay,
                         fused=t.precision != "16-mixed", beta2=t.adam_beta2)
         steps = self.trainer.estimated_stepping_batches
         sched = torch.optim.lr_scheduler.OneCycleLR(
             opt,
-            max_lr=t.lr,
+            max_lr=[t.lr * g["lr_scale"] for g in groups],
             # OneCycleLR needs pct_start * total_steps > 1 (a warm-up of at least one step); tiny runs get a
             # schedule of that minimal length, of which they use the first steps
             total_steps=max(int(steps), math.ceil(1.0 / t.pct_start) + 2),

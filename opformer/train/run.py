@@ -30,7 +30,7 @@ from ..data.datasets import has_batch, stack_samples, suspicious_samples
 from ..tasks.artifact import LoadError, Predictor, load, make_artifact, read_checkpoint
 from ..tasks.base import ensure_files
 from .config import resolve
-from .module import OperatorModule, count_parameters
+from .module import OperatorModule, count_parameters, lr_groups
 from .plots import plot_curves, plot_predictions, read_metrics_csv
 
 __all__ = ["train", "evaluate", "predict", "prepare_run", "RunDirError"]
@@ -378,6 +378,10 @@ def prepare_run(cfg: dict, explicit: frozenset = frozenset(), progress: bool = T
         operator.train()
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"model {model_cfg['name']}: {str(exc).splitlines()[0]}") from None
+    try:
+        lr_groups(operator, run.train.lr_scale)
+    except ValueError as exc:
+        raise ConfigError(f"--lr-scale: {exc}") from None
     keys = run.data.keys or list(run.task.default_keys)
     artifact = make_artifact(run.task, run.options, model_cfg, bundle, keys, run.data.resolution)
     artifact["run"] = run.name
