@@ -161,6 +161,9 @@ class Task:
     #: the defaults of a model on small grids: (model name, the largest grid side, {field: (the preset's value, the
     #: small grid's value)}); a field is changed only when it still has the preset's value and was not set
     small_grid_defaults: tuple = ()
+    #: the same for fields of the ``train`` section: ({model field: value} that the model config must have, e.g.
+    #: its name and kind, the largest grid side, {train field: (the preset's value, the small grid's value)})
+    small_grid_train_defaults: tuple = ()
     #: up to this many points a side, an attention grid (``coarse_size``) larger than the data's grid becomes the
     #: whole grid instead of the automatic one (0: never)
     whole_grid_attention: int = 0
@@ -219,6 +222,19 @@ class Task:
                 notes.append(f"spectral modes {cfg.get('modes')} -> {limit} to fit the {bundle.input_grid} grid")
                 cfg["modes"] = limit
         return cfg, notes
+
+    def fit_train(self, train_cfg, model_cfg: dict, bundle: Bundle, explicit: set) -> tuple[dict, list[str]]:
+        """The fields of ``train_cfg`` that :attr:`small_grid_train_defaults` change for the model of ``model_cfg`` on
+        the data's grid (a field the user set, or whose value is not the preset's, is kept), and a note on them."""
+        side, changed = max(bundle.input_grid), {}
+        for model, limit, values in self.small_grid_train_defaults:
+            if all(model_cfg.get(k) == v for k, v in model.items()) and side <= limit:
+                changed.update({k: new for k, (old, new) in values.items()
+                                if k not in explicit and getattr(train_cfg, k) == old})
+        if not changed:
+            return {}, []
+        return changed, [f"a grid of {side} points a side: " + ", ".join(
+            f"{k} {getattr(train_cfg, k)} -> {v}" for k, v in changed.items()) + " (set them to keep the preset's)"]
 
     # --- loss, metrics --------------------------------------------------------------------------------------------
     def loss(self, pred: Tensor, batch: dict, train: TrainConfig) -> tuple[Tensor, Tensor]:

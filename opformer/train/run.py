@@ -368,6 +368,11 @@ def prepare_run(cfg: dict, explicit: frozenset = frozenset(), progress: bool = T
     model_cfg, notes = run.task.fit_model(run.model, bundle, set(explicit))
     run.model = model_cfg
     run.raw["model"] = model_cfg
+    train_changes, train_notes = run.task.fit_train(run.train, model_cfg, bundle, set(explicit))
+    if train_changes:
+        run.train = dataclasses.replace(run.train, **train_changes)
+        run.raw["train"] = {**run.raw.get("train", {}), **train_changes}
+        notes = [*notes, *train_notes]
     L.seed_everything(run.train.seed, workers=True, verbose=False)  # model init independent of data generation
     try:
         operator = run.task.build_operator(model_cfg, bundle.normalizers, run.options)

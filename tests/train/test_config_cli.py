@@ -253,6 +253,46 @@ def test_inverse_model_output_grid_follows_the_data_target_grid(preset, darcy_fi
             task.fit_model(resolve(big).model, bundle, explicit)
 
 
+def test_darcy_gt_trains_its_encoder_at_a_tenth_of_the_rate_up_to_85_a_side():
+    """On grids up to 85 a side the Galerkin model's encoder trains at 0.1 of the rate (better or level than one rate
+    at 17², 33² and 85², docs/results.md); larger grids, the other kinds, FNO and a rate the user set are kept."""
+    task = resolve(load_preset("darcy-gt")).task
+
+    def fitted(preset, side, **over):
+        cfg, explicit = apply_overrides(load_preset(preset), over)
+        run = resolve(cfg)
+        bundle = Bundle({}, {}, "cell", (side, side), (side, side))
+        model, _ = task.fit_model(run.model, bundle, explicit)
+        return task.fit_train(run.train, model, bundle, explicit)
+
+    for preset in ("darcy-gt", "darcy-gt-regular"):
+        for side in (16, 33, 85):
+            changes, notes = fitted(preset, side)
+            assert changes == {"lr_scale": {"encoder": 0.1}}, (preset, side)
+            assert notes == [f"a grid of {side} points a side: lr_scale {{}} -> {{'encoder': 0.1}} (set them to keep "
+                             "the preset's)"]
+    for side in (86, 141, 211):
+        assert fitted("darcy-gt", side) == ({}, [])
+    for preset in ("darcy-ft", "darcy-ft-regular", "darcy-fno", "darcy-st"):
+        assert fitted(preset, 33) == ({}, []), preset
+    assert fitted("darcy-gt", 33, lr_scale="") == ({}, [])  # one rate, asked for
+    assert fitted("darcy-gt", 33, lr_scale="encoder=0.5") == ({}, [])
+
+
+def test_a_run_on_a_small_grid_records_the_encoder_rate_it_trains_with(darcy_file):
+    from opformer.train.run import prepare_run
+
+    cfg, explicit = apply_overrides(load_preset("darcy-gt"), {"data.path": str(darcy_file), "n_val": 2, "n_test": 2,
+                                                               "epochs": 1})
+    run, _, _, _, notes = prepare_run(cfg, explicit, False)
+    assert run.train.lr_scale == {"encoder": 0.1} and run.raw["train"]["lr_scale"] == {"encoder": 0.1}
+    assert any("lr_scale {} -> {'encoder': 0.1}" in n for n in notes)
+    cfg, explicit = apply_overrides(load_preset("darcy-gt"), {"data.path": str(darcy_file), "n_val": 2, "n_test": 2,
+                                                               "lr_scale": ""})
+    run, *_ = prepare_run(cfg, explicit, False)
+    assert run.train.lr_scale == {}
+
+
 def test_darcy_attention_presets_narrow_on_small_grids():
     """Grids up to 48 a side get the narrower attention (the ablation: as accurate at half the width); the user's
     own width and larger grids keep theirs; FNO is not touched."""
