@@ -30,7 +30,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from ..config import ConfigError, DataConfig, TrainConfig, suggest
+from ..config import ConfigError, DataConfig, TrainConfig, flag, suggest
 from ..data.datasets import UnitGaussianNormalizer, keys_pair, make_splits
 from ..data.readers import open_source
 from ..models.presets import ATTENTION_KINDS
@@ -234,7 +234,8 @@ class Task:
         if not changed:
             return {}, []
         return changed, [f"a grid of {side} points a side: " + ", ".join(
-            f"{k} {getattr(train_cfg, k)} -> {v}" for k, v in changed.items()) + " (set them to keep the preset's)"]
+            f"{k} {getattr(train_cfg, k)} -> {v}" for k, v in changed.items()) +
+            f" (set {', '.join(flag(k) for k in changed)} to keep the preset's)"]
 
     # --- loss, metrics --------------------------------------------------------------------------------------------
     def loss(self, pred: Tensor, batch: dict, train: TrainConfig) -> tuple[Tensor, Tensor]:

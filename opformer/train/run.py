@@ -77,15 +77,16 @@ def absolute_data_paths(cfg: dict) -> dict:
 
 
 def check_out_dir(out: Path, cfg: dict, resume: bool, overwrite: bool, *, compare_model: bool = True,
-                  locked: bool = False) -> Optional[Path]:
+                  locked: bool = False, fitted_train: tuple = ()) -> Optional[Path]:
     """Refuse a directory holding a different run, or one a running training holds (reads only); returns the
     checkpoint to resume from (or None), read once with the safe loader so that a damaged or hostile file ends the
     start with one line before Lightning opens it.
 
     Only the first process checks: the others may start after it has written the new run's config, so they only
     look for the checkpoint to resume from.  A refusal on rank 0 ends the job.  ``compare_model=False`` leaves the
-    model section out of the comparison (before the model is sized to the data); ``locked``: this process holds the
-    directory's lock."""
+    model section out of the comparison (before the model is sized to the data), and with it the ``fitted_train``
+    fields of the train section (those the task may still set from the data's grid); ``locked``: this process holds
+    the directory's lock."""
     if out.exists() and not out.is_dir():
         raise RunDirError(f"--out {out} is a file, not a directory")
     if not _is_rank_zero():
@@ -128,6 +129,8 @@ def check_out_dir(out: Path, cfg: dict, resume: bool, overwrite: bool, *, compar
         a, b = _config_for_comparison(absolute_data_paths(old)), _config_for_comparison(cfg)
         if not compare_model:
             a.pop("model", None), b.pop("model", None)
+            for key in fitted_train:
+                a.get("train", {}).pop(key, None), b.get("train", {}).pop(key, None)
         if a != b:
             raise RunDirError(f"{out} holds a different run; --resume needs the same config (as in {source.name}). "
                               f"Differences: {_diff(a, b)}")
@@ -402,7 +405,8 @@ def train(cfg: dict, out, *, resume: bool = False, overwrite: bool = False, prog
     out = Path(out)
     cfg = absolute_data_paths(cfg)
     run0 = resolve(cfg)
-    check_out_dir(out, run0.raw, resume, overwrite, compare_model=False)  # fail early, before the data
+    fitted = tuple({k for _, _, values in run0.task.small_grid_train_defaults for k in values})
+    check_out_dir(out, run0.raw, resume, overwrite, compare_model=False, fitted_train=fitted)  # early, before the data
     run, bundle, operator, artifact, notes = prepare_run(cfg, explicit, progress)
     had_lock = (out / LOCK).exists()
     with _locked_run_dir(out) as created:

@@ -269,8 +269,8 @@ def test_darcy_gt_trains_its_encoder_at_a_tenth_of_the_rate_up_to_85_a_side():
         for side in (16, 33, 85):
             changes, notes = fitted(preset, side)
             assert changes == {"lr_scale": {"encoder": 0.1}}, (preset, side)
-            assert notes == [f"a grid of {side} points a side: lr_scale {{}} -> {{'encoder': 0.1}} (set them to keep "
-                             "the preset's)"]
+            assert notes == [f"a grid of {side} points a side: lr_scale {{}} -> {{'encoder': 0.1}} (set --lr-scale to "
+                             "keep the preset's)"]
     for side in (86, 141, 211):
         assert fitted("darcy-gt", side) == ({}, [])
     for preset in ("darcy-ft", "darcy-ft-regular", "darcy-fno", "darcy-st"):
@@ -291,6 +291,22 @@ def test_a_run_on_a_small_grid_records_the_encoder_rate_it_trains_with(darcy_fil
                                                                "lr_scale": ""})
     run, *_ = prepare_run(cfg, explicit, False)
     assert run.train.lr_scale == {}
+
+
+def test_a_run_whose_encoder_rate_the_task_set_resumes(darcy_file, tmp_path):
+    """The rate the task fits to the grid is in the run's config.yaml; --resume compares it after the same fitting."""
+    from opformer.train.run import RunDirError, train
+
+    over = {"data.path": str(darcy_file), "n_val": 2, "n_test": 2, "epochs": 1, "batch_size": 2, "d_model": 16,
+            "dim_feedforward": 16, "num_layers": 1, "plot_samples": 0}
+    cfg, explicit = apply_overrides(load_preset("darcy-gt"), over)
+    train(cfg, tmp_path / "run", progress=False, explicit=explicit)
+    assert yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())["train"]["lr_scale"] == {"encoder": 0.1}
+    again = train(cfg, tmp_path / "run", resume=True, progress=False, explicit=explicit)
+    assert again["epochs"] == 1
+    other, explicit = apply_overrides(load_preset("darcy-gt"), {**over, "lr_scale": ""})
+    with pytest.raises(RunDirError, match=r"train\.lr_scale\.encoder: 0\.1 -> None"):
+        train(other, tmp_path / "run", resume=True, progress=False, explicit=explicit)
 
 
 def test_darcy_attention_presets_narrow_on_small_grids():
