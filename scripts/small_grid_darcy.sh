@@ -64,6 +64,9 @@ run 33/gt-coarse17 --model gt "${C33[@]}" --coarse-size 17 "${ONE_RATE[@]}"
 run 33/ft --model ft-regular "${C33[@]}"
 run 33/gt-enclr0.1 --model gt "${C33[@]}" --lr-scale encoder=0.1
 run 33/gt-enclr0.1-seed2 --model gt "${C33[@]}" --lr-scale encoder=0.1 --seed 2
+run 33/gt-enclr0.1-seed3 --model gt "${C33[@]}" --lr-scale encoder=0.1 --seed 3
+run 33/fno-seed2 --model fno "${C33[@]}" --seed 2
+run 33/fno-seed3 --model fno "${C33[@]}" --seed 3
 run 33/ft-enclr0.1 --model ft-regular "${C33[@]}" --lr-scale encoder=0.1   # the same for FT: worse, not a default
 
 # every model on the other grid's test set: on the data's grid (never) and on its training grid (always)
