@@ -126,12 +126,11 @@ def _from_text(text: str, tp) -> Any:
     if typing.get_origin(tp) is dict or tp is dict:
         inner = _args(tp)[1] if len(_args(tp)) == 2 else Any
         out = {}
-        for part in (part.strip() for part in text.split(",")):
+        for part in filter(None, (part.strip() for part in text.split(","))):
             key, eq, value = part.partition("=")
-            if part and (not eq or not key.strip()):
+            if not eq or not key.strip():
                 raise ValueError(text)
-            if part:
-                out[key.strip()] = _from_text(value.strip(), inner)
+            out[key.strip()] = _from_text(value.strip(), inner)
         return out
     if tp is bool:
         if low in ("true", "yes", "1", "on"):

@@ -32,7 +32,7 @@ OUT=${OUT:-runs/d85}
 D64=(--d-model 64 --dim-feedforward 128)
 # every GT row before the encoder-rate rows ran with one learning rate for all parameters; darcy-gt-cpu now trains
 # its attention encoder at 0.1 of the rate (docs/results.md, Table 2b, CPU-reduced), so those rows say so
-SAME_RATE=(--lr-scale "")
+ONE_RATE=(--lr-scale "")
 run() {  # name preset flags...
   local name=$1 preset=$2; shift 2
   case " ${RUNS:-$name} " in *" $name "*) ;; *) return 0 ;; esac
@@ -41,34 +41,34 @@ run() {  # name preset flags...
 ref() {  # name flags...: the reference package's network (scripts/reference_darcy.py), only when named in RUNS
   local name=$1; shift
   case " ${RUNS:-} " in *" $name "*) ;; *) return 0 ;; esac
-  python "$(dirname "$0")/reference_darcy.py" darcy-gt-cpu --out "$OUT/$name" --no-progress "${SAME_RATE[@]}" "$@" \
+  python "$(dirname "$0")/reference_darcy.py" darcy-gt-cpu --out "$OUT/$name" --no-progress "${ONE_RATE[@]}" "$@" \
     "${EXTRA[@]}"
 }
 EXTRA=("$@")
 run fno            darcy-fno-cpu
-run gt             darcy-gt-cpu "${SAME_RATE[@]}"
-run gt-d64         darcy-gt-cpu "${D64[@]}" "${SAME_RATE[@]}"
-run gt-d64-whole   darcy-gt-cpu "${D64[@]}" --coarse-size 85 "${SAME_RATE[@]}"
-run gt-d32         darcy-gt-cpu --d-model 32 --dim-feedforward 64 "${SAME_RATE[@]}"
-run gt-d64-l3      darcy-gt-cpu "${D64[@]}" --num-layers 3 "${SAME_RATE[@]}"
-run gt-lr5e-4      darcy-gt-cpu --lr 5e-4 "${SAME_RATE[@]}"
-run gt-eta0.1      darcy-gt-cpu --eta 0.1 "${SAME_RATE[@]}"
-run gt-pct0.5      darcy-gt-cpu --pct-start 0.5 "${SAME_RATE[@]}"
-run gt-beta2-0.98  darcy-gt-cpu --adam-beta2 0.98 "${SAME_RATE[@]}"
-run gt-skip        darcy-gt-cpu --input-skip true "${SAME_RATE[@]}"
-run gt-postln      darcy-gt-cpu --norm-scheme regular "${SAME_RATE[@]}"
-run gt-l3          darcy-gt-cpu --num-layers 3 "${SAME_RATE[@]}"
-run gt-beta2-0.98-lr2e-3 darcy-gt-cpu --adam-beta2 0.98 --lr 2e-3 "${SAME_RATE[@]}"
-run gt-b2          darcy-gt-cpu --batch-size 2 "${SAME_RATE[@]}"
+run gt             darcy-gt-cpu "${ONE_RATE[@]}"
+run gt-d64         darcy-gt-cpu "${D64[@]}" "${ONE_RATE[@]}"
+run gt-d64-whole   darcy-gt-cpu "${D64[@]}" --coarse-size 85 "${ONE_RATE[@]}"
+run gt-d32         darcy-gt-cpu --d-model 32 --dim-feedforward 64 "${ONE_RATE[@]}"
+run gt-d64-l3      darcy-gt-cpu "${D64[@]}" --num-layers 3 "${ONE_RATE[@]}"
+run gt-lr5e-4      darcy-gt-cpu --lr 5e-4 "${ONE_RATE[@]}"
+run gt-eta0.1      darcy-gt-cpu --eta 0.1 "${ONE_RATE[@]}"
+run gt-pct0.5      darcy-gt-cpu --pct-start 0.5 "${ONE_RATE[@]}"
+run gt-beta2-0.98  darcy-gt-cpu --adam-beta2 0.98 "${ONE_RATE[@]}"
+run gt-skip        darcy-gt-cpu --input-skip true "${ONE_RATE[@]}"
+run gt-postln      darcy-gt-cpu --norm-scheme regular "${ONE_RATE[@]}"
+run gt-l3          darcy-gt-cpu --num-layers 3 "${ONE_RATE[@]}"
+run gt-beta2-0.98-lr2e-3 darcy-gt-cpu --adam-beta2 0.98 --lr 2e-3 "${ONE_RATE[@]}"
+run gt-b2          darcy-gt-cpu --batch-size 2 "${ONE_RATE[@]}"
 run fno-b2         darcy-fno-cpu --batch-size 2
-run gt-xavier      darcy-gt-cpu --init xavier "${SAME_RATE[@]}"
-run gt-init1e-3    darcy-gt-cpu --eta 0.001 --delta 0.001 "${SAME_RATE[@]}"
-run gt-drop0       darcy-gt-cpu --dropout 0 --downscaler-dropout 0 "${SAME_RATE[@]}"
-run gt-pct0.1      darcy-gt-cpu --pct-start 0.1 "${SAME_RATE[@]}"
-run gt-l10         darcy-gt-cpu --num-layers 10 "${SAME_RATE[@]}"
-run gt-l10-beta2-0.98 darcy-gt-cpu --num-layers 10 --adam-beta2 0.98 "${SAME_RATE[@]}"
-run gt-pct0.1-beta2-0.98 darcy-gt-cpu --pct-start 0.1 --adam-beta2 0.98 "${SAME_RATE[@]}"
-run gt-refdrop     darcy-gt-cpu --attn-dropout 0.5 --ffn-dropout 0.1 "${SAME_RATE[@]}"
+run gt-xavier      darcy-gt-cpu --init xavier "${ONE_RATE[@]}"
+run gt-init1e-3    darcy-gt-cpu --eta 0.001 --delta 0.001 "${ONE_RATE[@]}"
+run gt-drop0       darcy-gt-cpu --dropout 0 --downscaler-dropout 0 "${ONE_RATE[@]}"
+run gt-pct0.1      darcy-gt-cpu --pct-start 0.1 "${ONE_RATE[@]}"
+run gt-l10         darcy-gt-cpu --num-layers 10 "${ONE_RATE[@]}"
+run gt-l10-beta2-0.98 darcy-gt-cpu --num-layers 10 --adam-beta2 0.98 "${ONE_RATE[@]}"
+run gt-pct0.1-beta2-0.98 darcy-gt-cpu --pct-start 0.1 --adam-beta2 0.98 "${ONE_RATE[@]}"
+run gt-refdrop     darcy-gt-cpu --attn-dropout 0.5 --ffn-dropout 0.1 "${ONE_RATE[@]}"
 run ft             darcy-ft-cpu
 run ft-d64         darcy-ft-cpu "${D64[@]}"
 run inv-gt-eps0.01 darcy-inverse-gt-cpu --noise 0.01 --norm-scheme galerkin --adam-beta2 0.999
@@ -91,8 +91,8 @@ run inv-ft-eps0-beta2-0.98 darcy-inverse-ft-cpu --noise 0 --adam-beta2 0.98
 ref ref-gt
 ref ref-gt-ourdrop --attn-dropout-bug off --reference ffn_dropout=0.05
 ref ref-l0         --attn-dropout-bug off --reference num_encoder_layers=0
-run gt-dec4        darcy-gt-cpu --decoder-layers 4 "${SAME_RATE[@]}"
-run gt-dec4-l3     darcy-gt-cpu --decoder-layers 4 --num-layers 3 "${SAME_RATE[@]}"
+run gt-dec4        darcy-gt-cpu --decoder-layers 4 "${ONE_RATE[@]}"
+run gt-dec4-l3     darcy-gt-cpu --decoder-layers 4 --num-layers 3 "${ONE_RATE[@]}"
 run gt-enclr0.25   darcy-gt-cpu --lr-scale encoder=0.25
 run gt-enclr0.1    darcy-gt-cpu --lr-scale encoder=0.1    # = the preset's default now
 run ft-enclr0.1    darcy-ft-cpu --lr-scale encoder=0.1

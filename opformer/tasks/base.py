@@ -186,8 +186,7 @@ class Task:
         for name, limit, values in self.small_grid_defaults:
             if cfg["name"] != name or side > limit:
                 continue
-            changed = {k: new for k, (old, new) in values.items()
-                       if k in fields and k not in explicit and cfg.get(k) == old}
+            changed = _still_preset({k: v for k, v in values.items() if k in fields}, cfg.get, explicit)
             if changed:
                 notes.append(f"a small grid ({side} points a side): " + ", ".join(
                     f"{k} {cfg.get(k)} -> {v}" for k, v in changed.items()) + " (set them to keep the preset's)")
@@ -223,14 +222,18 @@ class Task:
                 cfg["modes"] = limit
         return cfg, notes
 
+    @property
+    def fitted_train_fields(self) -> tuple:
+        """The train fields :meth:`fit_train` may set from the data's grid."""
+        return tuple({k: None for _, _, values in self.small_grid_train_defaults for k in values})
+
     def fit_train(self, train_cfg, model_cfg: dict, bundle: Bundle, explicit: set) -> tuple[dict, list[str]]:
         """The fields of ``train_cfg`` that :attr:`small_grid_train_defaults` change for the model of ``model_cfg`` on
         the data's grid (a field the user set, or whose value is not the preset's, is kept), and a note on them."""
         side, changed = max(bundle.input_grid), {}
         for model, limit, values in self.small_grid_train_defaults:
             if all(model_cfg.get(k) == v for k, v in model.items()) and side <= limit:
-                changed.update({k: new for k, (old, new) in values.items()
-                                if k not in explicit and getattr(train_cfg, k) == old})
+                changed.update(_still_preset(values, lambda k: getattr(train_cfg, k), explicit))
         if not changed:
             return {}, []
         return changed, [f"a grid of {side} points a side: " + ", ".join(
@@ -256,6 +259,12 @@ class Task:
                               f"got {x.shape}")
         coords = torch.as_tensor(grid_coords(grid, x.shape[1:-1]), dtype=torch.float32)[None]
         return torch.from_numpy(np.ascontiguousarray(x)), coords
+
+
+def _still_preset(values: dict, current, explicit: set) -> dict:
+    """{field: the small grid's value} for the fields of ``values`` ({field: (the preset's value, the small grid's
+    value)}) that the user did not set and whose ``current(field)`` is still the preset's value."""
+    return {k: new for k, (old, new) in values.items() if k not in explicit and current(k) == old}
 
 
 # --- helpers for task modules ------------------------------------------------------------------------------------------

@@ -43,18 +43,21 @@ def lr_groups(operator: torch.nn.Module, scales: dict) -> list[dict]:
     """The operator's parameters as optimizer groups, one per learning-rate multiplier of ``scales`` ({module name of
     the model: multiplier}; a parameter takes the multiplier of the longest name it lies under, else 1).  Raises
     ValueError naming a module name that no parameter lies under, or a multiplier that is not positive."""
-    names = [n[len("model."):] if n.startswith("model.") else n for n, _ in operator.named_parameters()]
     for key, scale in scales.items():
         if not scale > 0:
             raise ValueError(f"{key}={scale}: a multiplier must be > 0")
-        if not any(n == key or n.startswith(key + ".") for n in names):
+    groups: dict = {}
+    names, used = [], set()
+    for name, param in operator.named_parameters():
+        name = name.removeprefix("model.")
+        under = [k for k in scales if name == k or name.startswith(k + ".")]
+        used.update(under)
+        names.append(name)
+        groups.setdefault(float(scales[max(under, key=len)]) if under else 1.0, []).append(param)
+    for key in scales:
+        if key not in used:
             tops = sorted({n.split(".")[0] for n in names})
             raise ValueError(f"{key!r} names no module of the model (its modules: {', '.join(tops)})")
-    groups: dict = {}
-    for name, (_, param) in zip(names, operator.named_parameters()):
-        under = [k for k in scales if name == k or name.startswith(k + ".")]
-        scale = float(scales[max(under, key=len)]) if under else 1.0
-        groups.setdefault(scale, []).append(param)
     return [{"params": params, "lr_scale": scale} for scale, params in groups.items()]
 
 
@@ -400,7 +403,7 @@ class OperatorModule(L.LightningModule):
         steps = self.trainer.estimated_stepping_batches
         sched = torch.optim.lr_scheduler.OneCycleLR(
             opt,
-            max_lr=[t.lr * g["lr_scale"] for g in groups],
+            max_lr=[g["lr"] for g in groups],
             # OneCycleLR needs pct_start * total_steps > 1 (a warm-up of at least one step); tiny runs get a
             # schedule of that minimal length, of which they use the first steps
             total_steps=max(int(steps), math.ceil(1.0 / t.pct_start) + 2),

@@ -405,8 +405,8 @@ def train(cfg: dict, out, *, resume: bool = False, overwrite: bool = False, prog
     out = Path(out)
     cfg = absolute_data_paths(cfg)
     run0 = resolve(cfg)
-    fitted = tuple({k for _, _, values in run0.task.small_grid_train_defaults for k in values})
-    check_out_dir(out, run0.raw, resume, overwrite, compare_model=False, fitted_train=fitted)  # early, before the data
+    check_out_dir(out, run0.raw, resume, overwrite, compare_model=False,  # fail early, before the data
+                  fitted_train=run0.task.fitted_train_fields)
     run, bundle, operator, artifact, notes = prepare_run(cfg, explicit, progress)
     had_lock = (out / LOCK).exists()
     with _locked_run_dir(out) as created:
