@@ -96,3 +96,4 @@ run gt-dec4-l3     darcy-gt-cpu --decoder-layers 4 --num-layers 3 "${ONE_RATE[@]
 run gt-enclr0.25   darcy-gt-cpu --lr-scale encoder=0.25
 run gt-enclr0.1    darcy-gt-cpu --lr-scale encoder=0.1    # = the preset's default now
 run ft-enclr0.1    darcy-ft-cpu --lr-scale encoder=0.1
+run gt-enclr0.1-drop0 darcy-gt-cpu --lr-scale encoder=0.1 --dropout 0 --downscaler-dropout 0   # no dropout (the default up to 48 a side)

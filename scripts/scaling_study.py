@@ -29,6 +29,8 @@ def _run(args, run: Path, model: str, n: int, extra: list[str]) -> dict | None:
         cmd = [sys.executable, "-m", "opformer", "train", args.task, "--model", model, "--data", args.data,
                "--n-train", str(n), "--epochs", str(args.epochs), "--out", str(run), "--no-progress", "--overwrite",
                "--lr-scale", ""]  # one rate for all parameters, as the study was measured (docs/results.md)
+        if model in ("gt", "ft", "ft-regular", "gt-regular"):
+            cmd += ["--dropout", "0.05", "--downscaler-dropout", "0.05"]  # the preset's, as the study was measured
         if args.test_data:
             cmd += ["--test-data", args.test_data]
         cmd += [a for a in args.extra if a != "--"] + extra

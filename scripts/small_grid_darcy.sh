@@ -45,29 +45,48 @@ run() {  # NAME ARGS...: train once (a finished run is kept)
 # the GT rows measured before the darcy task trained its encoder at 0.1 of the learning rate on grids up to 85
 # (docs/results.md) ran with one rate for all parameters; they keep it
 ONE_RATE=(--lr-scale "")
+# the attention rows measured before the task turned dropout off on grids up to 48 (below) ran with the preset's 0.05
+WITH_DROPOUT=(--dropout 0.05 --downscaler-dropout 0.05)
 C17=(--data "$DATA/d17.h5" --n-train 512 --n-val 50 --n-test 100 --epochs 30 --batch-size 16)
 C33=(--data "$DATA/d33b.h5" --test-data "$DATA/d33_test.h5" --n-train 1024 --n-val 50 --epochs 20 --batch-size 16)
 for seed in $SEEDS; do
   run "17/fno-$seed" --model fno "${C17[@]}" --seed "$seed"
-  run "17/gt-$seed" --model gt "${C17[@]}" --seed "$seed" "${ONE_RATE[@]}"          # attention on the whole 17^2 grid (default)
-  run "17/gt-enclr0.1-$seed" --model gt "${C17[@]}" --seed "$seed" --lr-scale encoder=0.1   # encoder at 0.1 of the rate
+  run "17/gt-$seed" --model gt "${C17[@]}" --seed "$seed" "${ONE_RATE[@]}" "${WITH_DROPOUT[@]}"   # attention on the whole 17^2 grid (default)
+  run "17/gt-enclr0.1-$seed" --model gt "${C17[@]}" --seed "$seed" --lr-scale encoder=0.1 "${WITH_DROPOUT[@]}"   # encoder at 0.1 of the rate
 done
 run 17-e100/fno --model fno "${C17[@]}" --epochs 100                 # the same at 100 epochs: FNO2d,
-run 17-e100/gt --model gt "${C17[@]}" --epochs 100 "${ONE_RATE[@]}"                   # GT with one rate,
-run 17-e100/gt-enclr0.1 --model gt "${C17[@]}" --epochs 100 --lr-scale encoder=0.1   # and the encoder at 0.1
-run 17-other/gt-coarse6 --model gt "${C17[@]}" --coarse-size 6 "${ONE_RATE[@]}"
-run 17-other/ft-coarse6 --model ft-regular "${C17[@]}" --coarse-size 6
+run 17-e100/gt --model gt "${C17[@]}" --epochs 100 "${ONE_RATE[@]}" "${WITH_DROPOUT[@]}"   # GT with one rate,
+run 17-e100/gt-enclr0.1 --model gt "${C17[@]}" --epochs 100 --lr-scale encoder=0.1 "${WITH_DROPOUT[@]}"   # and the encoder at 0.1
+run 17-other/gt-coarse6 --model gt "${C17[@]}" --coarse-size 6 "${ONE_RATE[@]}" "${WITH_DROPOUT[@]}"
+run 17-other/ft-coarse6 --model ft-regular "${C17[@]}" --coarse-size 6 "${WITH_DROPOUT[@]}"
 run 33/fno --model fno "${C33[@]}"
-run 33/gt --model gt "${C33[@]}" "${ONE_RATE[@]}"                                     # attention grid 11^2 (default)
-run 33/gt-seed2 --model gt "${C33[@]}" --seed 2 "${ONE_RATE[@]}"
-run 33/gt-coarse17 --model gt "${C33[@]}" --coarse-size 17 "${ONE_RATE[@]}"
-run 33/ft --model ft-regular "${C33[@]}"
-run 33/gt-enclr0.1 --model gt "${C33[@]}" --lr-scale encoder=0.1
-run 33/gt-enclr0.1-seed2 --model gt "${C33[@]}" --lr-scale encoder=0.1 --seed 2
-run 33/gt-enclr0.1-seed3 --model gt "${C33[@]}" --lr-scale encoder=0.1 --seed 3
+run 33/gt --model gt "${C33[@]}" "${ONE_RATE[@]}" "${WITH_DROPOUT[@]}"   # attention grid 11^2 (default)
+run 33/gt-seed2 --model gt "${C33[@]}" --seed 2 "${ONE_RATE[@]}" "${WITH_DROPOUT[@]}"
+run 33/gt-coarse17 --model gt "${C33[@]}" --coarse-size 17 "${ONE_RATE[@]}" "${WITH_DROPOUT[@]}"
+run 33/ft --model ft-regular "${C33[@]}" "${WITH_DROPOUT[@]}"
+run 33/gt-enclr0.1 --model gt "${C33[@]}" --lr-scale encoder=0.1 "${WITH_DROPOUT[@]}"
+run 33/gt-enclr0.1-seed2 --model gt "${C33[@]}" --lr-scale encoder=0.1 --seed 2 "${WITH_DROPOUT[@]}"
+run 33/gt-enclr0.1-seed3 --model gt "${C33[@]}" --lr-scale encoder=0.1 --seed 3 "${WITH_DROPOUT[@]}"
 run 33/fno-seed2 --model fno "${C33[@]}" --seed 2
 run 33/fno-seed3 --model fno "${C33[@]}" --seed 3
-run 33/ft-enclr0.1 --model ft-regular "${C33[@]}" --lr-scale encoder=0.1   # the same for FT: worse, not a default
+run 33/ft-enclr0.1 --model ft-regular "${C33[@]}" --lr-scale encoder=0.1 "${WITH_DROPOUT[@]}"   # the same for FT: worse, not a default
+# without dropout (residual, FFN and down-scaler dropout 0.05 -> 0; the default up to 48 a side since these rows):
+# the GT underfits with it at 17^2 and 33^2; then both models at batch 8 instead of 16 (twice the steps in the same
+# epochs); the GT at batch 8 with dropout; the FT with and without dropout
+NO_DROPOUT=(--dropout 0 --downscaler-dropout 0)
+C33B8=(--data "$DATA/d33b.h5" --test-data "$DATA/d33_test.h5" --n-train 1024 --n-val 50 --epochs 20 --batch-size 8)
+run 33/gt-enclr0.05 --model gt "${C33[@]}" --lr-scale encoder=0.05 "${WITH_DROPOUT[@]}"   # a lower encoder rate: worse
+for seed in $SEEDS; do
+  run "17/gt-enclr0.1-drop0-seed$seed" --model gt "${C17[@]}" --seed "$seed" --lr-scale encoder=0.1 "${NO_DROPOUT[@]}"
+  run "33/gt-enclr0.1-drop0-seed$seed" --model gt "${C33[@]}" --seed "$seed" --lr-scale encoder=0.1 "${NO_DROPOUT[@]}"
+  run "33-b8/fno-seed$seed" --model fno "${C33B8[@]}" --seed "$seed"
+  run "33-b8/gt-drop0-seed$seed" --model gt "${C33B8[@]}" --seed "$seed" --lr-scale encoder=0.1 "${NO_DROPOUT[@]}"
+done
+run 33-b8/gt-seed3 --model gt "${C33B8[@]}" --seed 3 --lr-scale encoder=0.1 "${WITH_DROPOUT[@]}"   # batch 8, dropout on
+run 33-more/gt-drop0-dw64-seed3 --model gt "${C33[@]}" --seed 3 --lr-scale encoder=0.1 "${NO_DROPOUT[@]}" --decoder-width 64
+run 33/ft-drop0 --model ft-regular "${C33[@]}" "${NO_DROPOUT[@]}"
+run 17/ft-drop0-seed1127802 --model ft-regular "${C17[@]}" "${NO_DROPOUT[@]}"
+run 17/ft-seed1127802 --model ft-regular "${C17[@]}" "${WITH_DROPOUT[@]}"
 
 # every model on the other grid's test set: on the data's grid (never) and on its training grid (always)
 for ck in "$OUT"/17/*/checkpoints/best.ckpt "$OUT"/17-other/*/checkpoints/best.ckpt "$OUT"/33/*/checkpoints/best.ckpt; do

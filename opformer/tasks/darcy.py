@@ -97,10 +97,11 @@ class DarcyTask(Task):
                   "gamma": 0.5},
     }
     plot_labels = {"input": "coefficient a", "target": "target u", "prediction": "prediction"}
-    # on grids up to 48 points a side the attention models are as accurate at half the width, in half the time;
-    # up to 24 a side attention on the whole grid (no CNN down-scaling) is better than on the 0.3-ratio grid and
-    # ties FNO2d over three seeds at 17 x 17 (docs/results.md, "The cause on small Darcy grids")
-    small_grid_defaults = (("transformer2d", 48, {"d_model": (128, 64), "dim_feedforward": (256, 128)}),)
+    # on grids up to 48 points a side the attention models are as accurate at half the width, in half the time, and
+    # better without dropout (they underfit at 17^2 and 33^2 with it); up to 24 a side attention on the whole grid
+    # (no CNN down-scaling) is better than on the 0.3-ratio grid (docs/results.md, "The cause on small Darcy grids")
+    small_grid_defaults = (("transformer2d", 48, {"d_model": (128, 64), "dim_feedforward": (256, 128),
+                                                  "dropout": (0.05, 0.0), "downscaler_dropout": (0.05, 0.0)}),)
     whole_grid_attention = 24
     # the Galerkin model's attention encoder at 0.1 of the learning rate on grids up to 85 a side: better or equal on
     # every grid and budget measured there (docs/results.md, Table 2b CPU-reduced and "The cause on small Darcy

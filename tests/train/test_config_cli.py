@@ -310,8 +310,8 @@ def test_a_run_whose_encoder_rate_the_task_set_resumes(darcy_file, tmp_path):
 
 
 def test_darcy_attention_presets_narrow_on_small_grids():
-    """Grids up to 48 a side get the narrower attention (the ablation: as accurate at half the width); the user's
-    own width and larger grids keep theirs; FNO is not touched."""
+    """Grids up to 48 a side get the narrower attention without dropout (the ablations: as accurate at half the
+    width, better without dropout); the user's own values and larger grids keep theirs; FNO is not touched."""
     task = resolve(load_preset("darcy-gt")).task
 
     def fitted(preset, side, **over):
@@ -321,12 +321,16 @@ def test_darcy_attention_presets_narrow_on_small_grids():
     for side in (16, 33, 48):
         model, notes = fitted("darcy-gt", side)
         assert (model["d_model"], model["dim_feedforward"]) == (64, 128)
-        assert any("d_model 128 -> 64" in n for n in notes)
+        assert (model["dropout"], model["downscaler_dropout"]) == (0.0, 0.0)
+        assert any("d_model 128 -> 64" in n and "dropout 0.05 -> 0.0" in n for n in notes)
     for side in (49, 85, 141):
         model, notes = fitted("darcy-gt", side)
         assert (model["d_model"], model["dim_feedforward"]) == (128, 256) and not any("d_model" in n for n in notes)
+        assert (model["dropout"], model["downscaler_dropout"]) == (0.05, 0.05)
     model, _ = fitted("darcy-gt", 17, d_model=128)
     assert model["d_model"] == 128 and model["dim_feedforward"] == 128
+    model, _ = fitted("darcy-gt", 17, dropout=0.05)  # set on the command line, though it is the preset's value
+    assert (model["dropout"], model["downscaler_dropout"]) == (0.05, 0.0)
     model, _ = fitted("darcy-ft-regular", 17, d_model=96, dim_feedforward=200)  # not the preset's values: kept
     assert (model["d_model"], model["dim_feedforward"]) == (96, 200)
     model, notes = fitted("darcy-fno", 17)
