@@ -89,9 +89,10 @@ run 17/ft-drop0-seed1127802 --model ft-regular "${C17[@]}" "${NO_DROPOUT[@]}"
 run 17/ft-seed1127802 --model ft-regular "${C17[@]}" "${WITH_DROPOUT[@]}"
 
 # every model on the other grid's test set: on the data's grid (never) and on its training grid (always)
-for ck in "$OUT"/17/*/checkpoints/best.ckpt "$OUT"/17-other/*/checkpoints/best.ckpt "$OUT"/33/*/checkpoints/best.ckpt; do
+for ck in "$OUT"/17/*/checkpoints/best.ckpt "$OUT"/17-other/*/checkpoints/best.ckpt "$OUT"/33/*/checkpoints/best.ckpt \
+          "$OUT"/33-b8/*/checkpoints/best.ckpt; do
   [ -f "$ck" ] || continue
-  case "$ck" in "$OUT"/33/*) other="$DATA/d17_test.h5";; *) other="$DATA/d33_test.h5";; esac
+  case "$ck" in "$OUT"/33*) other="$DATA/d17_test.h5";; *) other="$DATA/d33_test.h5";; esac
   for mode in never always; do
     dir=$(dirname "$(dirname "$ck")")/eval-other-$mode
     line=$(opformer eval "$ck" --data "$other" --resample "$mode" --out "$dir" 2>/dev/null | grep "test relative L2")
