@@ -89,8 +89,10 @@ run 17/ft-drop0-seed1127802 --model ft-regular "${C17[@]}" "${NO_DROPOUT[@]}"
 run 17/ft-seed1127802 --model ft-regular "${C17[@]}" "${WITH_DROPOUT[@]}"
 # what a user gets without flags: the preset's batch 4 (the paper's), both models, seed 1127802
 C33B4=(--data "$DATA/d33b.h5" --test-data "$DATA/d33_test.h5" --n-train 1024 --n-val 50 --epochs 20)
-run 33-b4/fno --model fno "${C33B4[@]}"
-run 33-b4/gt --model gt "${C33B4[@]}"
+for seed in $SEEDS; do
+  run "33-b4/fno-seed$seed" --model fno "${C33B4[@]}" --seed "$seed"
+  run "33-b4/gt-seed$seed" --model gt "${C33B4[@]}" --seed "$seed"
+done
 
 # every model on the other grid's test set: on the data's grid (never) and on its training grid (always)
 for ck in "$OUT"/17/*/checkpoints/best.ckpt "$OUT"/17-other/*/checkpoints/best.ckpt "$OUT"/33/*/checkpoints/best.ckpt \

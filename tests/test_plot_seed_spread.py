@@ -1,0 +1,44 @@
+"""scripts/plot_seed_spread.py: runs grouped by glob into panels, their statistics printed, the figure written."""
+
+import importlib.util
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+
+
+def _script():
+    path = Path(__file__).resolve().parents[1] / "scripts" / "plot_seed_spread.py"
+    spec = importlib.util.spec_from_file_location("plot_seed_spread", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _run(root: Path, name: str, err: float) -> None:
+    (root / name).mkdir(parents=True)
+    (root / name / "metrics.json").write_text(json.dumps({"test_rel_l2": err, "epochs": 1}))
+
+
+def test_groups_panels_and_figure(tmp_path, capsys):
+    mod = _script()
+    for name, err in [("fno-seed1", 0.04), ("fno-seed2", 0.05), ("gt-a", 0.03), ("gt-b", 0.02), ("other", 0.9)]:
+        _run(tmp_path, name, err)
+    (tmp_path / "unfinished").mkdir()  # no metrics.json: not a run
+    r = str(tmp_path)
+    panels = mod.load_groups([f"17², b16, FNO2d={r}/fno-*", f"17², b16, GT={r}/gt-a|{r}/gt-b|{r}/unfinished"])
+    assert panels == {"17², b16": {"FNO2d": [0.04, 0.05], "GT": [0.03, 0.02]}}  # split at the last comma
+    out = tmp_path / "fig" / "spread.png"
+    assert mod.main([f"a, x={r}/fno-*", f"b, x={r}/gt-*", "--out", str(out)]) == 0
+    assert out.stat().st_size > 0 and not list(out.parent.glob("*.partial*"))
+    text = capsys.readouterr().out
+    assert f"{statistics.fmean([0.04, 0.05]):.4e} ± {statistics.stdev([0.04, 0.05]):.2e}" in text
+
+
+def test_bad_arguments_end_with_one_line(tmp_path):
+    mod = _script()
+    with pytest.raises(SystemExit, match="is not LABEL=GLOB"):
+        mod.load_groups(["no-equals-sign"])
+    with pytest.raises(SystemExit, match="no finished run matches"):
+        mod.load_groups([f"x={tmp_path}/nothing-*"])
