@@ -97,3 +97,4 @@ run gt-enclr0.25   darcy-gt-cpu --lr-scale encoder=0.25
 run gt-enclr0.1    darcy-gt-cpu --lr-scale encoder=0.1    # = the preset's default now
 run ft-enclr0.1    darcy-ft-cpu --lr-scale encoder=0.1
 run gt-enclr0.1-drop0 darcy-gt-cpu --lr-scale encoder=0.1 --dropout 0 --downscaler-dropout 0   # no dropout (the default up to 48 a side)
+run ft-lr1e-3-enclr0.1 darcy-ft-cpu --lr 1e-3 --lr-scale encoder=0.1   # FT with the GT's rates (1e-3, encoder 1e-4)
