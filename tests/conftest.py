@@ -1,8 +1,12 @@
-"""Small generated data files shared by the data, pde and task tests (session scope: generated once).
+"""Small generated data files shared by the data, pde and task tests (session scope: generated once), and the
+loader of the repository's scripts.
 
 Tiny recipes: the same code paths as the full-size ones at a fraction of the cost."""
 
 from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
 
 import pytest
 import torch
@@ -11,6 +15,15 @@ from opformer.pde import generate_dataset, make_recipe
 
 SMALL_BURGERS = dict(n_samples=24, resolution=128, solve_resolution=64, steps=40)
 SMALL_DARCY = dict(n_samples=10, resolution=29)
+
+
+def load_script(name: str):
+    """The module ``scripts/NAME.py`` of the repository, imported from its file (the scripts are not a package)."""
+    path = Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 @pytest.fixture(scope="session")

@@ -1,19 +1,16 @@
 """scripts/plot_seed_spread.py: runs grouped by glob into panels, their statistics printed, the figure written."""
 
-import importlib.util
 import json
 import statistics
 from pathlib import Path
 
 import pytest
 
+from .conftest import load_script
+
 
 def _script():
-    path = Path(__file__).resolve().parents[1] / "scripts" / "plot_seed_spread.py"
-    spec = importlib.util.spec_from_file_location("plot_seed_spread", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("plot_seed_spread")
 
 
 def _run(root: Path, name: str, err: float) -> None:

@@ -2,9 +2,6 @@
 
 Runs only where the optional reference package is installed (pip install --no-deps galerkin-transformer==0.2.1)."""
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 import torch
 
@@ -13,15 +10,13 @@ from opformer.models import build_model
 from opformer.models.presets import PAPER_PARAMETERS, model_preset
 from opformer.models.registry import count_parameters, default_coords
 
+from ..conftest import load_script
+
 pytestmark = pytest.mark.skipif(not reference_available(), reason="the reference package is not installed")
 
 
 def _script():
-    path = Path(__file__).resolve().parents[2] / "scripts" / "reference_darcy.py"
-    spec = importlib.util.spec_from_file_location("reference_darcy", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("reference_darcy")
 
 
 def test_the_reference_network_has_the_paper_parameter_count_and_ours_the_same():
