@@ -24,7 +24,7 @@ import argparse
 import sys
 
 from .errors import DataError
-from .generate import BURGERS_R10, DARCY_R421, NS_FNO, RECIPES, SHEAR_LAYER, generate_dataset, make_recipe
+from .generate import BURGERS_R10, DARCY_R421, NS_FNO, RECIPES, SHEAR_LAYER, generate_dataset, make_recipe, request_stop
 
 __all__ = ["register", "main"]
 
@@ -123,16 +123,12 @@ def register(subparsers) -> argparse.ArgumentParser:
     return sub
 
 
-def _terminate(signum, frame):  # SIGTERM (a cluster's time limit, kill): stop like Ctrl-C, keeping finished samples
-    raise KeyboardInterrupt
-
-
 def _generate(args, recipe: dict) -> int:
     import signal
     import threading
 
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _terminate)
+        signal.signal(signal.SIGTERM, request_stop)  # stop like Ctrl-C, keeping the finished samples
     try:
         path = generate_dataset(recipe, args.out, start=args.start, stop=args.stop, workers=args.workers,
                                 progress=not args.no_progress, device=getattr(args, "device", None))
