@@ -21,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
+from opformer.models.presets import ATTENTION_KINDS
+
 
 def _run(args, run: Path, model: str, n: int, extra: list[str]) -> dict | None:
     if not (run / "metrics.json").exists() and args.collect:
@@ -29,7 +31,7 @@ def _run(args, run: Path, model: str, n: int, extra: list[str]) -> dict | None:
         cmd = [sys.executable, "-m", "opformer", "train", args.task, "--model", model, "--data", args.data,
                "--n-train", str(n), "--epochs", str(args.epochs), "--out", str(run), "--no-progress", "--overwrite",
                "--lr-scale", ""]  # one rate for all parameters, as the study was measured (docs/results.md)
-        if model in ("gt", "ft", "ft-regular", "gt-regular"):
+        if args.task == "darcy" and model.removesuffix("-regular") in ATTENTION_KINDS:  # its 2D attention models:
             cmd += ["--dropout", "0.05", "--downscaler-dropout", "0.05"]  # the preset's, as the study was measured
         if args.test_data:
             cmd += ["--test-data", args.test_data]

@@ -87,7 +87,7 @@ run 33-more/gt-drop0-dw64-seed3 --model gt "${C33[@]}" --seed 3 --lr-scale encod
 run 33/ft-drop0 --model ft-regular "${C33[@]}" "${NO_DROPOUT[@]}"
 run 17/ft-drop0-seed1127802 --model ft-regular "${C17[@]}" "${NO_DROPOUT[@]}"
 run 17/ft-seed1127802 --model ft-regular "${C17[@]}" "${WITH_DROPOUT[@]}"
-# what a user gets without flags: the preset's batch 4 (the paper's), both models, seed 1127802
+# what a user gets without flags: the preset's batch 4 (the paper's), both models
 C33B4=(--data "$DATA/d33b.h5" --test-data "$DATA/d33_test.h5" --n-train 1024 --n-val 50 --epochs 20)
 for seed in $SEEDS; do
   run "33-b4/fno-seed$seed" --model fno "${C33B4[@]}" --seed "$seed"
