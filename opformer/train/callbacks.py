@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 from typing import Any, Iterator, Optional
@@ -31,6 +32,43 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         """Lightning's load, always with ``weights_only=True`` given explicitly: no caller can ask for unpickling,
         and torch's ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD`` overrides only calls that leave ``weights_only`` unset."""
         return super().load_checkpoint(path, map_location=map_location, weights_only=True)
+
+
+#: set by :func:`request_stop`; a training checks it before every batch and between its phases
+_STOP = threading.Event()
+
+
+def request_stop(signum=None, frame=None) -> None:
+    """A signal handler (SIGTERM: a cluster's time limit, ``kill``) that ends a training like Ctrl-C: it raises
+    ``KeyboardInterrupt``.  Python drops an exception raised while a weakref callback or ``__del__`` runs, so a signal
+    that lands there would be lost; the flag it also sets makes the training raise ``KeyboardInterrupt`` again before
+    its next batch (:class:`StopOnRequest`) or phase (:func:`check_stop`)."""
+    _STOP.set()
+    raise KeyboardInterrupt
+
+
+def check_stop() -> None:
+    """Raise ``KeyboardInterrupt`` when a stop was requested (the flag stays set until :func:`clear_stop`)."""
+    if _STOP.is_set():
+        raise KeyboardInterrupt
+
+
+def clear_stop() -> None:
+    _STOP.clear()
+
+
+class StopOnRequest(L.Callback):
+    """Raise ``KeyboardInterrupt`` before the next training, validation or test batch once a stop was requested, so
+    that Lightning ends the run as it does on Ctrl-C (``last.ckpt`` stays the resume point)."""
+
+    def on_train_batch_start(self, *args, **kwargs) -> None:
+        check_stop()
+
+    def on_validation_batch_start(self, *args, **kwargs) -> None:
+        check_stop()
+
+    def on_test_batch_start(self, *args, **kwargs) -> None:
+        check_stop()
 
 
 class FlushLoggersOnCheckpoint(L.Callback):

@@ -159,6 +159,7 @@ def _train(args: argparse.Namespace) -> int:
         print(yaml.safe_dump(run.raw, sort_keys=False))
         return 0
     _quiet_lightning()
+    from .callbacks import clear_stop, request_stop
     from .module import DivergenceError
     from .run import RunDirError, train
 
@@ -171,7 +172,7 @@ def _train(args: argparse.Namespace) -> int:
 
     def on_sigterm(signum, frame):  # a SIGTERM (a scheduler, `kill`) ends the run the way Ctrl-C does
         received.append(signum)
-        raise KeyboardInterrupt
+        request_stop(signum, frame)  # raises KeyboardInterrupt, and sets the flag the training checks if it is lost
 
     previous = signal.signal(signal.SIGTERM, on_sigterm)
     try:
@@ -188,6 +189,7 @@ def _train(args: argparse.Namespace) -> int:
         return 128 + (received[0] if received else signal.SIGINT)
     finally:
         signal.signal(signal.SIGTERM, previous)
+        clear_stop()
     if metrics.get("plots") is not None:
         print(
             f"\n{run.name}: test relative L2 = {metrics['test_rel_l2']:.4e} "

@@ -24,7 +24,8 @@ from torch.utils.data import BatchSampler, DataLoader, Dataset
 
 from .. import __version__
 from ..atomic import atomic_write_text
-from .callbacks import AtomicCheckpointIO, EpochLine, EpochShuffleSampler, FlushLoggersOnCheckpoint
+from .callbacks import (AtomicCheckpointIO, EpochLine, EpochShuffleSampler, FlushLoggersOnCheckpoint, StopOnRequest,
+                        check_stop)
 from ..config import ConfigError, TrainConfig
 from ..data.datasets import has_batch, stack_samples, suspicious_samples
 from ..tasks.artifact import LoadError, Predictor, load, make_artifact, read_checkpoint
@@ -323,6 +324,7 @@ def _trainer(t, out: Path, progress: bool, callbacks: list, logger=True, **extra
             L.pytorch.loggers.TensorBoardLogger(out, name="logs", version="", default_hp_metric=False),
         ]
         callbacks = callbacks + [FlushLoggersOnCheckpoint()]
+    callbacks = callbacks + [StopOnRequest()]
     plugins = [AtomicCheckpointIO()]
     if progress:
         callbacks = callbacks + [L.pytorch.callbacks.TQDMProgressBar(refresh_rate=1)]
@@ -459,12 +461,14 @@ def _fit(run, bundle, operator, artifact, notes, out: Path, ckpt_path, resume: b
     best_cb, last_cb = checkpoint_callbacks(ckdir, t)
     trainer = _trainer(t, out, progress, [best_cb, last_cb])
     dm = _DataModule(bundle.datasets, t)
+    check_stop()  # a stop requested while the data loaded, its exception lost
     _interruptible(trainer, trainer.fit, module, datamodule=dm, ckpt_path=ckpt_path, weights_only=True)
     seconds = module.training_seconds()
     best_path = best_cb.best_model_path or str(ckdir / "last.ckpt")
     best_score = best_cb.best_model_score
     best = torch.load(best_path, map_location="cpu", weights_only=True)
     module.load_state_dict(best["state_dict"])
+    check_stop()
     tester = _trainer(t, out, False, [], logger=False)
     result = _interruptible(tester, tester.test, module, datamodule=dm, verbose=False)
     test_err = float(result[0]["test_rel_l2"])

@@ -398,6 +398,40 @@ def test_an_interrupted_training_says_where_its_checkpoint_is_and_holds_its_dire
     _check_not_running(out)  # the lock went with the process
 
 
+def test_a_stop_request_whose_exception_was_lost_still_ends_the_training(tiny_config, tmp_path):
+    """Python drops an exception raised in a weakref callback or ``__del__``; a SIGTERM that lands there must not be
+    lost.  With the flag of the training's SIGTERM handler set and no exception in flight (the dropped case), a
+    training stops before its next batch with last.ckpt kept and no metrics.json, or, when the flag was set while
+    the data loaded, before it starts; once the flag is cleared a training runs to the end."""
+    from opformer.train import callbacks
+
+    out = tmp_path / "run"
+    with pytest.raises(KeyboardInterrupt):
+        callbacks.request_stop()  # what the handler does: set the flag, raise (here the exception is not lost)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            train(_cfg(tiny_config, epochs=2), out, progress=False)
+        assert not (out / "checkpoints").exists() and not (out / "metrics.json").exists()
+        callbacks.clear_stop()
+
+        def set_flag_after_first_checkpoint():  # mid-training, no exception raised anywhere
+            deadline = time.time() + 120
+            while not (out / "checkpoints" / "last.ckpt").exists() and time.time() < deadline:
+                time.sleep(0.01)
+            callbacks._STOP.set()
+
+        setter = threading.Thread(target=set_flag_after_first_checkpoint, daemon=True)
+        setter.start()
+        with pytest.raises(KeyboardInterrupt):
+            train(_cfg(tiny_config, epochs=200), out, progress=False, overwrite=True)  # ends if not stopped
+        setter.join()
+        assert (out / "checkpoints" / "last.ckpt").exists() and not (out / "metrics.json").exists()
+    finally:
+        callbacks.clear_stop()
+    metrics = train(_cfg(tiny_config, epochs=1), out, progress=False, overwrite=True)
+    assert metrics["epochs"] == 1 and (out / "metrics.json").exists()
+
+
 # --- 6. DDP launched by Lightning equals one process ------------------------------------------------------------
 
 @pytest.mark.slow
