@@ -50,7 +50,8 @@ def main(argv=None) -> int:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6.5, 4))
+    many = len(a.runs) > 5  # the legend beside the axes, where it hides no curve
+    fig, ax = plt.subplots(figsize=(10.5, 4) if many else (6.5, 4))
     for label, series in curves:
         epochs = sorted(series)
         ax.semilogy([e + 1 for e in epochs], [series[e] for e in epochs], marker="." if len(epochs) < 40 else None,
@@ -58,7 +59,10 @@ def main(argv=None) -> int:
     ax.set_xlabel("epoch")
     ax.set_ylabel(a.metric.replace("_", " "))
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
+    if many:
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
+    else:
+        ax.legend(fontsize=8)
     if a.title:
         ax.set_title(a.title, fontsize=10)
     fig.tight_layout()

@@ -98,3 +98,34 @@ run gt-enclr0.1    darcy-gt-cpu --lr-scale encoder=0.1    # = the preset's defau
 run ft-enclr0.1    darcy-ft-cpu --lr-scale encoder=0.1
 run gt-enclr0.1-drop0 darcy-gt-cpu --lr-scale encoder=0.1 --dropout 0 --downscaler-dropout 0   # no dropout (the default up to 48 a side)
 run ft-lr1e-3-enclr0.1 darcy-ft-cpu --lr 1e-3 --lr-scale encoder=0.1   # FT with the GT's rates (1e-3, encoder 1e-4)
+# FT with the Ln inside the attention (on Q,K, eq. 4) instead of the preset's regular post-LN (eq. 7): post-LN kept the GT
+# on its plateau at this budget (gt-postln above)
+run ft-qk          darcy-ft-cpu --norm-scheme galerkin
+run ft-qk-enclr0.1 darcy-ft-cpu --norm-scheme galerkin --lr-scale encoder=0.1
+run ft-qk-lr1e-3-enclr0.1 darcy-ft-cpu --norm-scheme galerkin --lr 1e-3 --lr-scale encoder=0.1
+# FT, the regular post-LN preset: the Q/K/V projections at full strength from the start (plain Xavier), and the small-grid
+# recipe (d_model 64, FFN 128, no dropout) that made the FT beat FNO2d at 17^2 and 33^2
+run ft-xavier      darcy-ft-cpu --init xavier
+run ft-d64-drop0   darcy-ft-cpu "${D64[@]}" --dropout 0 --downscaler-dropout 0
+run ft-scale1      darcy-ft-cpu --scale null
+D64_DROP0=("${D64[@]}" --dropout 0 --downscaler-dropout 0)
+run ft-d64-drop0-lr1e-3 darcy-ft-cpu "${D64_DROP0[@]}" --lr 1e-3
+run ft-drop0       darcy-ft-cpu --dropout 0 --downscaler-dropout 0
+run ft-d64-drop0-lr2e-3 darcy-ft-cpu "${D64_DROP0[@]}" --lr 2e-3
+run ft-qk-d64-drop0-lr1e-3 darcy-ft-cpu "${D64_DROP0[@]}" --lr 1e-3 --norm-scheme galerkin
+run ft-d64-drop0-lr1e-3-c21 darcy-ft-cpu "${D64_DROP0[@]}" --lr 1e-3 --coarse-size 21
+run ft-d64-drop0-lr1e-3-c15 darcy-ft-cpu "${D64_DROP0[@]}" --lr 1e-3 --coarse-size 15
+run ft-d64-drop0-lr1e-3-enc3 darcy-ft-cpu "${D64_DROP0[@]}" --lr 1e-3 --lr-scale encoder=3
+run ft-d64-drop0-lr1e-3-init0.1 darcy-ft-cpu "${D64_DROP0[@]}" --lr 1e-3 --eta 0.1 --delta 0.1
+run ft-d64-drop0-lr1e-3-pct0.15 darcy-ft-cpu "${D64_DROP0[@]}" --lr 1e-3 --pct-start 0.15
+run ft-d64-drop0-lr1e-3-h1 darcy-ft-cpu "${D64_DROP0[@]}" --lr 1e-3 --n-heads 1
+FT85=("${D64_DROP0[@]}" --lr 1e-3 --pct-start 0.15)
+run ft-d64-drop0-lr1e-3-pct0.15-h8 darcy-ft-cpu "${FT85[@]}" --n-heads 8
+run ft-d64-drop0-lr1e-3-pct0.15-l3 darcy-ft-cpu "${FT85[@]}" --num-layers 3
+run ft85-identity  darcy-ft-cpu "${FT85[@]}" --delta 1     # Q/K/V start near the identity: the attention O(1) from the first step
+run ft85-xavier    darcy-ft-cpu "${FT85[@]}" --init xavier
+# the current darcy-ft-cpu (the task's 85-point defaults for the Fourier-type model: d_model 64, no dropout, peak lr 1e-3,
+# warm-up 15 %), no flags; with OUT=runs/d85-e20 ... --epochs 20 beside the GT and FNO2d rows there
+run ft-now         darcy-ft-cpu
+run ft85-d32       darcy-ft-cpu "${FT85[@]}" --d-model 32 --dim-feedforward 64
+run ft85-enc0.5    darcy-ft-cpu "${FT85[@]}" --lr-scale encoder=0.5

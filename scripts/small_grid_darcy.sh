@@ -87,6 +87,10 @@ run 33-more/gt-drop0-dw64-seed3 --model gt "${C33[@]}" --seed 3 --lr-scale encod
 run 33/ft-drop0 --model ft-regular "${C33[@]}" "${NO_DROPOUT[@]}"
 run 17/ft-drop0-seed1127802 --model ft-regular "${C17[@]}" "${NO_DROPOUT[@]}"
 run 17/ft-seed1127802 --model ft-regular "${C17[@]}" "${WITH_DROPOUT[@]}"
+# FT with the 85^2 recipe's rates (peak lr 1e-3 instead of 5e-4, warm-up over 15 % of the steps): the same on the small grids?
+FT_RATES=(--lr 1e-3 --pct-start 0.15)
+run 33/ft-drop0-lr1e-3-pct0.15 --model ft-regular "${C33[@]}" "${NO_DROPOUT[@]}" "${FT_RATES[@]}"
+run 17/ft-drop0-lr1e-3-pct0.15-seed1127802 --model ft-regular "${C17[@]}" "${NO_DROPOUT[@]}" "${FT_RATES[@]}"
 # what a user gets without flags: the preset's batch 4 (the paper's), both models
 C33B4=(--data "$DATA/d33b.h5" --test-data "$DATA/d33_test.h5" --n-train 1024 --n-val 50 --epochs 20)
 for seed in $SEEDS; do

@@ -158,8 +158,10 @@ class Task:
 
         return Operator(build_model(model_cfg), normalizers.get("input"), normalizers.get("target"))
 
-    #: the defaults of a model on small grids: (model name, the largest grid side, {field: (the preset's value, the
-    #: small grid's value)}); a field is changed only when it still has the preset's value and was not set
+    #: the defaults of a model on small grids: (the model: its name, or {model field: value} the model config must
+    #: have, e.g. its name and kind; the largest grid side; {field: (the preset's value, the small grid's value)}); a
+    #: field is changed only when it still has the preset's value and was not set; the first rule that changes a
+    #: field wins
     small_grid_defaults: tuple = ()
     #: the same for fields of the ``train`` section: ({model field: value} that the model config must have, e.g.
     #: its name and kind, the largest grid side, {train field: (the preset's value, the small grid's value)})
@@ -183,10 +185,14 @@ class Task:
             raise ConfigError(f"model {cfg['name']} is {cls.spatial_dim}D but the data of task {self.name} is "
                               f"{len(bundle.input_grid)}D; choose a {len(bundle.input_grid)}D model")
         side = max(bundle.input_grid)
-        for name, limit, values in self.small_grid_defaults:
-            if cfg["name"] != name or side > limit:
+        done: set = set()
+        for model, limit, values in self.small_grid_defaults:
+            match = {"name": model} if isinstance(model, str) else model
+            if any(cfg.get(k) != v for k, v in match.items()) or side > limit:
                 continue
-            changed = _still_preset({k: v for k, v in values.items() if k in fields}, cfg.get, explicit)
+            changed = _still_preset({k: v for k, v in values.items() if k in fields and k not in done}, cfg.get,
+                                    explicit)
+            done.update(values)
             if changed:
                 notes.append(f"a small grid ({side} points a side): " + ", ".join(
                     f"{k} {cfg.get(k)} -> {v}" for k, v in changed.items()) + " (set them to keep the preset's)")

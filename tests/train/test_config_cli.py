@@ -273,10 +273,21 @@ def test_darcy_gt_trains_its_encoder_at_a_tenth_of_the_rate_up_to_85_a_side():
                              "keep the preset's)"]
     for side in (86, 141, 211):
         assert fitted("darcy-gt", side) == ({}, [])
-    for preset in ("darcy-ft", "darcy-ft-regular", "darcy-fno", "darcy-st"):
+    for preset in ("darcy-fno", "darcy-st"):
         assert fitted(preset, 33) == ({}, []), preset
     assert fitted("darcy-gt", 33, lr_scale="") == ({}, [])  # one rate, asked for
     assert fitted("darcy-gt", 33, lr_scale="encoder=0.5") == ({}, [])
+    # the Fourier-type model: twice the paper's peak rate and a warm-up over 15 % of the steps, one rate for all
+    for preset in ("darcy-ft", "darcy-ft-regular"):
+        for side in (16, 33, 85):
+            changes, notes = fitted(preset, side)
+            assert changes == {"lr": 1.0e-3, "pct_start": 0.15}, (preset, side)
+            assert notes == [f"a grid of {side} points a side: lr 0.0005 -> 0.001, pct_start 0.3 -> 0.15 (set --lr, "
+                             "--pct-start to keep the preset's)"]
+        assert fitted(preset, 86) == ({}, [])
+    assert fitted("darcy-ft-regular", 33, lr=5e-4) == ({"pct_start": 0.15}, [
+        "a grid of 33 points a side: pct_start 0.3 -> 0.15 (set --pct-start to keep the preset's)"])
+    assert resolve(load_preset("darcy-ft-cpu")).train.lr == 5e-4  # the preset's; the task fits it to the 85 grid
 
 
 def test_a_run_on_a_small_grid_records_the_encoder_rate_it_trains_with(darcy_file):
@@ -311,7 +322,8 @@ def test_a_run_whose_encoder_rate_the_task_set_resumes(darcy_file, tmp_path):
 
 def test_darcy_attention_presets_narrow_on_small_grids():
     """Grids up to 48 a side get the narrower attention without dropout (the ablations: as accurate at half the
-    width, better without dropout); the user's own values and larger grids keep theirs; FNO is not touched."""
+    width, better without dropout), the Fourier-type model up to 85; the user's own values and larger grids keep
+    theirs; FNO is not touched."""
     task = resolve(load_preset("darcy-gt")).task
 
     def fitted(preset, side, **over):
@@ -335,6 +347,16 @@ def test_darcy_attention_presets_narrow_on_small_grids():
     assert (model["d_model"], model["dim_feedforward"]) == (96, 200)
     model, notes = fitted("darcy-fno", 17)
     assert model["width"] == 32 and not any("small grid" in n for n in notes)
+    # the Fourier-type model (either norm scheme) keeps the narrow model without dropout up to 85 a side
+    for preset in ("darcy-ft-regular", "darcy-ft"):
+        for side in (17, 64, 85):
+            model, notes = fitted(preset, side)
+            assert (model["d_model"], model["dim_feedforward"], model["dropout"]) == (64, 128, 0.0), (preset, side)
+            assert sum("d_model 128 -> 64" in n for n in notes) == 1, notes  # one note, not one per rule
+        model, _ = fitted(preset, 86)
+        assert (model["d_model"], model["dropout"]) == (128, 0.05)
+    model, _ = fitted("darcy-ft-regular", 64, dropout=0.05)
+    assert (model["d_model"], model["dropout"], model["downscaler_dropout"]) == (64, 0.05, 0.0)
 
 
 def test_darcy_models_zero_the_outer_ring_only_when_the_data_have_it_on_the_wall():
