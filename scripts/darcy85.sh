@@ -33,6 +33,10 @@ D64=(--d-model 64 --dim-feedforward 128)
 # every GT row before the encoder-rate rows ran with one learning rate for all parameters; darcy-gt-cpu now trains
 # its attention encoder at 0.1 of the rate (docs/results.md, Table 2b, CPU-reduced), so those rows say so
 ONE_RATE=(--lr-scale "")
+# every FT row before the FT85 rows ran with the preset's d_model 128, FFN 256, dropout 0.05, peak lr 5e-4 and 30 %
+# warm-up; the darcy task now gives the Fourier-type model 64, 128, no dropout, 1e-3 and 15 % up to 85 a side, so those
+# rows pin the old values first (a row's own flags come after and win)
+FT_BEFORE=(--d-model 128 --dim-feedforward 256 --dropout 0.05 --downscaler-dropout 0.05 --lr 5e-4 --pct-start 0.3)
 run() {  # name preset flags...
   local name=$1 preset=$2; shift 2
   case " ${RUNS:-$name} " in *" $name "*) ;; *) return 0 ;; esac
@@ -69,8 +73,8 @@ run gt-l10         darcy-gt-cpu --num-layers 10 "${ONE_RATE[@]}"
 run gt-l10-beta2-0.98 darcy-gt-cpu --num-layers 10 --adam-beta2 0.98 "${ONE_RATE[@]}"
 run gt-pct0.1-beta2-0.98 darcy-gt-cpu --pct-start 0.1 --adam-beta2 0.98 "${ONE_RATE[@]}"
 run gt-refdrop     darcy-gt-cpu --attn-dropout 0.5 --ffn-dropout 0.1 "${ONE_RATE[@]}"
-run ft             darcy-ft-cpu
-run ft-d64         darcy-ft-cpu "${D64[@]}"
+run ft             darcy-ft-cpu "${FT_BEFORE[@]}"
+run ft-d64         darcy-ft-cpu "${FT_BEFORE[@]}" "${D64[@]}"
 run inv-gt-eps0.01 darcy-inverse-gt-cpu --noise 0.01 --norm-scheme galerkin --adam-beta2 0.999
 run inv-gt-eps0.01-postln darcy-inverse-gt-cpu --noise 0.01 --norm-scheme regular --adam-beta2 0.999
 run inv-gt-eps0-postln darcy-inverse-gt-cpu --noise 0 --norm-scheme regular --adam-beta2 0.999
@@ -95,30 +99,30 @@ run gt-dec4        darcy-gt-cpu --decoder-layers 4 "${ONE_RATE[@]}"
 run gt-dec4-l3     darcy-gt-cpu --decoder-layers 4 --num-layers 3 "${ONE_RATE[@]}"
 run gt-enclr0.25   darcy-gt-cpu --lr-scale encoder=0.25
 run gt-enclr0.1    darcy-gt-cpu --lr-scale encoder=0.1    # = the preset's default now
-run ft-enclr0.1    darcy-ft-cpu --lr-scale encoder=0.1
+run ft-enclr0.1    darcy-ft-cpu "${FT_BEFORE[@]}" --lr-scale encoder=0.1
 run gt-enclr0.1-drop0 darcy-gt-cpu --lr-scale encoder=0.1 --dropout 0 --downscaler-dropout 0   # no dropout (the default up to 48 a side)
-run ft-lr1e-3-enclr0.1 darcy-ft-cpu --lr 1e-3 --lr-scale encoder=0.1   # FT with the GT's rates (1e-3, encoder 1e-4)
+run ft-lr1e-3-enclr0.1 darcy-ft-cpu "${FT_BEFORE[@]}" --lr 1e-3 --lr-scale encoder=0.1   # FT with the GT's rates (1e-3, encoder 1e-4)
 # FT with the Ln inside the attention (on Q,K, eq. 4) instead of the preset's regular post-LN (eq. 7): post-LN kept the GT
 # on its plateau at this budget (gt-postln above)
-run ft-qk          darcy-ft-cpu --norm-scheme galerkin
-run ft-qk-enclr0.1 darcy-ft-cpu --norm-scheme galerkin --lr-scale encoder=0.1
-run ft-qk-lr1e-3-enclr0.1 darcy-ft-cpu --norm-scheme galerkin --lr 1e-3 --lr-scale encoder=0.1
+run ft-qk          darcy-ft-cpu "${FT_BEFORE[@]}" --norm-scheme galerkin
+run ft-qk-enclr0.1 darcy-ft-cpu "${FT_BEFORE[@]}" --norm-scheme galerkin --lr-scale encoder=0.1
+run ft-qk-lr1e-3-enclr0.1 darcy-ft-cpu "${FT_BEFORE[@]}" --norm-scheme galerkin --lr 1e-3 --lr-scale encoder=0.1
 # FT, the regular post-LN preset: the Q/K/V projections at full strength from the start (plain Xavier), and the small-grid
 # recipe (d_model 64, FFN 128, no dropout) that made the FT beat FNO2d at 17^2 and 33^2
-run ft-xavier      darcy-ft-cpu --init xavier
-run ft-d64-drop0   darcy-ft-cpu "${D64[@]}" --dropout 0 --downscaler-dropout 0
-run ft-scale1      darcy-ft-cpu --scale null
+run ft-xavier      darcy-ft-cpu "${FT_BEFORE[@]}" --init xavier
+run ft-d64-drop0   darcy-ft-cpu "${FT_BEFORE[@]}" "${D64[@]}" --dropout 0 --downscaler-dropout 0
+run ft-scale1      darcy-ft-cpu "${FT_BEFORE[@]}" --scale null
 D64_DROP0=("${D64[@]}" --dropout 0 --downscaler-dropout 0)
-run ft-d64-drop0-lr1e-3 darcy-ft-cpu "${D64_DROP0[@]}" --lr 1e-3
-run ft-drop0       darcy-ft-cpu --dropout 0 --downscaler-dropout 0
-run ft-d64-drop0-lr2e-3 darcy-ft-cpu "${D64_DROP0[@]}" --lr 2e-3
-run ft-qk-d64-drop0-lr1e-3 darcy-ft-cpu "${D64_DROP0[@]}" --lr 1e-3 --norm-scheme galerkin
-run ft-d64-drop0-lr1e-3-c21 darcy-ft-cpu "${D64_DROP0[@]}" --lr 1e-3 --coarse-size 21
-run ft-d64-drop0-lr1e-3-c15 darcy-ft-cpu "${D64_DROP0[@]}" --lr 1e-3 --coarse-size 15
-run ft-d64-drop0-lr1e-3-enc3 darcy-ft-cpu "${D64_DROP0[@]}" --lr 1e-3 --lr-scale encoder=3
-run ft-d64-drop0-lr1e-3-init0.1 darcy-ft-cpu "${D64_DROP0[@]}" --lr 1e-3 --eta 0.1 --delta 0.1
-run ft-d64-drop0-lr1e-3-pct0.15 darcy-ft-cpu "${D64_DROP0[@]}" --lr 1e-3 --pct-start 0.15
-run ft-d64-drop0-lr1e-3-h1 darcy-ft-cpu "${D64_DROP0[@]}" --lr 1e-3 --n-heads 1
+run ft-d64-drop0-lr1e-3 darcy-ft-cpu "${FT_BEFORE[@]}" "${D64_DROP0[@]}" --lr 1e-3
+run ft-drop0       darcy-ft-cpu "${FT_BEFORE[@]}" --dropout 0 --downscaler-dropout 0
+run ft-d64-drop0-lr2e-3 darcy-ft-cpu "${FT_BEFORE[@]}" "${D64_DROP0[@]}" --lr 2e-3
+run ft-qk-d64-drop0-lr1e-3 darcy-ft-cpu "${FT_BEFORE[@]}" "${D64_DROP0[@]}" --lr 1e-3 --norm-scheme galerkin
+run ft-d64-drop0-lr1e-3-c21 darcy-ft-cpu "${FT_BEFORE[@]}" "${D64_DROP0[@]}" --lr 1e-3 --coarse-size 21
+run ft-d64-drop0-lr1e-3-c15 darcy-ft-cpu "${FT_BEFORE[@]}" "${D64_DROP0[@]}" --lr 1e-3 --coarse-size 15
+run ft-d64-drop0-lr1e-3-enc3 darcy-ft-cpu "${FT_BEFORE[@]}" "${D64_DROP0[@]}" --lr 1e-3 --lr-scale encoder=3
+run ft-d64-drop0-lr1e-3-init0.1 darcy-ft-cpu "${FT_BEFORE[@]}" "${D64_DROP0[@]}" --lr 1e-3 --eta 0.1 --delta 0.1
+run ft-d64-drop0-lr1e-3-pct0.15 darcy-ft-cpu "${FT_BEFORE[@]}" "${D64_DROP0[@]}" --lr 1e-3 --pct-start 0.15
+run ft-d64-drop0-lr1e-3-h1 darcy-ft-cpu "${FT_BEFORE[@]}" "${D64_DROP0[@]}" --lr 1e-3 --n-heads 1
 FT85=("${D64_DROP0[@]}" --lr 1e-3 --pct-start 0.15)
 run ft-d64-drop0-lr1e-3-pct0.15-h8 darcy-ft-cpu "${FT85[@]}" --n-heads 8
 run ft-d64-drop0-lr1e-3-pct0.15-l3 darcy-ft-cpu "${FT85[@]}" --num-layers 3
