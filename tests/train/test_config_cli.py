@@ -304,6 +304,22 @@ def test_a_run_on_a_small_grid_records_the_encoder_rate_it_trains_with(darcy_fil
     assert run.train.lr_scale == {}
 
 
+def test_a_fourier_run_on_a_small_grid_records_the_rates_and_width_it_trains_with(darcy_file):
+    from opformer.train.run import prepare_run
+
+    cfg, explicit = apply_overrides(load_preset("darcy-ft-regular"), {"data.path": str(darcy_file), "n_val": 2,
+                                                                       "n_test": 2, "epochs": 1})
+    run, _, operator, _, notes = prepare_run(cfg, explicit, False)
+    assert (run.train.lr, run.train.pct_start) == (1.0e-3, 0.15)
+    assert (run.raw["train"]["lr"], run.raw["train"]["pct_start"]) == (1.0e-3, 0.15)
+    assert (run.model["d_model"], run.model["dropout"]) == (64, 0.0) and run.raw["model"]["d_model"] == 64
+    assert any("lr 0.0005 -> 0.001, pct_start 0.3 -> 0.15" in n for n in notes)
+    cfg, explicit = apply_overrides(load_preset("darcy-ft-regular"), {"data.path": str(darcy_file), "n_val": 2,
+                                                                       "n_test": 2, "lr": 5e-4, "d_model": 128})
+    run, *_ = prepare_run(cfg, explicit, False)
+    assert (run.train.lr, run.train.pct_start, run.model["d_model"]) == (5e-4, 0.15, 128)
+
+
 def test_a_run_whose_encoder_rate_the_task_set_resumes(darcy_file, tmp_path):
     """The rate the task fits to the grid is in the run's config.yaml; --resume compares it after the same fitting."""
     from opformer.train.run import RunDirError, train
@@ -318,6 +334,14 @@ def test_a_run_whose_encoder_rate_the_task_set_resumes(darcy_file, tmp_path):
     other, explicit = apply_overrides(load_preset("darcy-gt"), {**over, "lr_scale": ""})
     with pytest.raises(RunDirError, match=r"train\.lr_scale\.encoder: 0\.1 -> None"):
         train(other, tmp_path / "run", resume=True, progress=False, explicit=explicit)
+    # the same for the Fourier-type model's fitted rates
+    cfg, explicit = apply_overrides(load_preset("darcy-ft-regular"), over)
+    train(cfg, tmp_path / "ft", progress=False, explicit=explicit)
+    assert yaml.safe_load((tmp_path / "ft" / "config.yaml").read_text())["train"]["lr"] == 1.0e-3
+    assert train(cfg, tmp_path / "ft", resume=True, progress=False, explicit=explicit)["epochs"] == 1
+    other, explicit = apply_overrides(load_preset("darcy-ft-regular"), {**over, "lr": 5e-4})
+    with pytest.raises(RunDirError, match=r"train\.lr: 0\.001 -> 0\.0005"):
+        train(other, tmp_path / "ft", resume=True, progress=False, explicit=explicit)
 
 
 def test_darcy_attention_presets_narrow_on_small_grids():
