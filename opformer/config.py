@@ -184,7 +184,8 @@ def coerce(cls, name: str, value: Any, where: str = "") -> Any:
     ``where`` names the flag in messages (default ``--name``)."""
     tp = _hints(cls)[name]
     where = where or flag(name)
-    if isinstance(value, str) and not _matches(value, tp) or (isinstance(value, str) and tp in (int, float, bool)):
+    # a string where any value goes (``scale``) is read as a number or null where it is one: "--scale null", "0.5"
+    if isinstance(value, str) and (not _matches(value, tp) or tp in (int, float, bool) or tp is Any):
         try:
             value = _from_text(value, tp)
         except ValueError:

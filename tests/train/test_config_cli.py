@@ -444,3 +444,12 @@ def test_deterministic_kernels_are_on_for_the_cpu_and_off_on_a_gpu_unless_asked(
     assert deterministic_mode(resolve(cfg).train) == expected
     with pytest.raises(ConfigError, match="--deterministic: expected true or false or 'auto', got 'sometimes'"):
         apply_overrides(load_preset("burgers-quick"), {"deterministic": "sometimes"})
+
+
+@pytest.mark.parametrize("text, value", [("null", None), ("none", None), ("0.5", 0.5), ("2", 2), ("sqrt", "sqrt")])
+def test_the_attention_scale_flag_takes_null_a_number_or_sqrt(text, value):
+    """``--scale`` (a field of any type) reads "null" as None and a number as a number, as its help says; they were
+    passed on as strings and refused by the model."""
+    cfg, explicit = apply_overrides(load_preset("darcy-ft-cpu"), {"scale": text})
+    run = resolve(cfg)
+    assert run.model["scale"] == value and type(run.model["scale"]) is type(value) and "scale" in explicit
