@@ -133,3 +133,5 @@ run ft85-xavier    darcy-ft-cpu "${FT85[@]}" --init xavier
 run ft-now         darcy-ft-cpu
 run ft85-d32       darcy-ft-cpu "${FT85[@]}" --d-model 32 --dim-feedforward 64
 run ft85-enc0.5    darcy-ft-cpu "${FT85[@]}" --lr-scale encoder=0.5
+run ft85-scale1    darcy-ft-cpu "${FT85[@]}" --scale null   # no 1/sqrt(d) on the scores (eq. 5 as printed)
+run ft85-scale4    darcy-ft-cpu "${FT85[@]}" --scale 4      # four times the scores of eq. 5

@@ -94,6 +94,9 @@ run 17/ft-seed1127802 --model ft-regular "${FT_PAPER_RATES[@]}" "${C17[@]}" "${W
 FT_RATES=(--lr 1e-3 --pct-start 0.15)
 run 33/ft-drop0-lr1e-3-pct0.15 --model ft-regular "${C33[@]}" "${NO_DROPOUT[@]}" "${FT_RATES[@]}"
 run 17/ft-drop0-lr1e-3-pct0.15-seed1127802 --model ft-regular "${C17[@]}" "${NO_DROPOUT[@]}" "${FT_RATES[@]}"
+# and without the 1/sqrt(d) on the FT's scores (--scale null, eq. 5 as printed), the change that helped at 85^2
+run 33/ft-drop0-lr1e-3-pct0.15-scale1 --model ft-regular "${C33[@]}" "${NO_DROPOUT[@]}" "${FT_RATES[@]}" --scale null
+run 17/ft-drop0-lr1e-3-pct0.15-scale1-seed1127802 --model ft-regular "${C17[@]}" "${NO_DROPOUT[@]}" "${FT_RATES[@]}" --scale null
 # what a user gets without flags: the preset's batch 4 (the paper's), both models
 C33B4=(--data "$DATA/d33b.h5" --test-data "$DATA/d33_test.h5" --n-train 1024 --n-val 50 --epochs 20)
 for seed in $SEEDS; do

@@ -376,9 +376,15 @@ def test_darcy_attention_presets_narrow_on_small_grids():
         for side in (17, 64, 85):
             model, notes = fitted(preset, side)
             assert (model["d_model"], model["dim_feedforward"], model["dropout"]) == (64, 128, 0.0), (preset, side)
+            assert model["scale"] is None, (preset, side)  # eq. 5's 1/n only
             assert sum("d_model 128 -> 64" in n for n in notes) == 1, notes  # one note, not one per rule
+            assert sum("scale sqrt -> None" in n for n in notes) == 1, notes
         model, _ = fitted(preset, 86)
-        assert (model["d_model"], model["dropout"]) == (128, 0.05)
+        assert (model["d_model"], model["dropout"], model["scale"]) == (128, 0.05, "sqrt")
+    model, _ = fitted("darcy-ft-regular", 64, scale="sqrt")  # asked for
+    assert model["scale"] == "sqrt"
+    model, notes = fitted("darcy-gt", 33)
+    assert model.get("scale") is None and model["kind"] == "galerkin" and not any("scale sqrt" in n for n in notes)
     model, _ = fitted("darcy-ft-regular", 64, dropout=0.05)
     assert (model["d_model"], model["dropout"], model["downscaler_dropout"]) == (64, 0.05, 0.0)
 
