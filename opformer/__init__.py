@@ -7,7 +7,8 @@ __version__ = "0.2.0"
 
 
 def load(path, device=None, resample="auto"):
-    """The trained model at ``path`` (a checkpoint, a ``save_pretrained`` directory or a bundled model's name), in
+    """The trained model at ``path`` (a checkpoint, a ``save_pretrained`` directory, a training's run directory or a
+    bundled model's name), in
     evaluation mode: ``opformer.load(path).predict(inputs)`` maps inputs in the data file's layout to predictions in
     physical units, on any grid.  ``resample`` ("auto", "always", "never"): whether inputs on another grid are
     interpolated to the training grid and the predictions back; "auto" does so for models whose layers act on grid

@@ -361,7 +361,8 @@ def _check_artifact(artifact, where: Path) -> dict:
 
 def load(path: Union[str, os.PathLike], device: Optional[Union[str, torch.device]] = None,
          resample: str = "auto") -> Predictor:
-    """The trained model at ``path`` (a checkpoint file or a ``save_pretrained`` directory), or the bundled model of
+    """The trained model at ``path`` (a checkpoint file, a ``save_pretrained`` directory or a training's run directory,
+    whose ``checkpoints/best.ckpt`` it loads), or the bundled model of
     that name (``opformer.load("burgers-ft")``, :mod:`opformer.tasks.pretrained`), in evaluation mode.
 
     ``resample``: on a grid other than the training grid, "auto" runs models whose layers act on grid cells (the
@@ -377,10 +378,13 @@ def load(path: Union[str, os.PathLike], device: Optional[Union[str, torch.device
             raise LoadError(f"{path}: no such file or directory, and no bundled model of that name (bundled: "
                             f"{', '.join(list_pretrained()) or 'none'})")
         path = bundled
+    if path.is_dir() and not (path / "config.json").exists() and (path / "checkpoints" / "best.ckpt").is_file():
+        path = path / "checkpoints" / "best.ckpt"  # a training's run directory (opformer train --out): its best model
     if path.is_dir():
         cfg_path, weights = path / "config.json", path / "model.safetensors"
         if not cfg_path.exists() or not weights.exists():
-            raise LoadError(f"{path}: expected config.json and model.safetensors in this directory")
+            raise LoadError(f"{path}: expected config.json and model.safetensors in this directory (a saved model), "
+                            "or checkpoints/best.ckpt (a training's run directory)")
         try:
             artifact = json.loads(cfg_path.read_text())
         except (OSError, ValueError) as exc:

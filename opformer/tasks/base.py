@@ -186,17 +186,19 @@ class Task:
                               f"{len(bundle.input_grid)}D; choose a {len(bundle.input_grid)}D model")
         side = max(bundle.input_grid)
         done: set = set()
+        changed: dict = {}
         for model, limit, values in self.small_grid_defaults:
             match = {"name": model} if isinstance(model, str) else model
             if any(cfg.get(k) != v for k, v in match.items()) or side > limit:
                 continue
-            changed = _still_preset({k: v for k, v in values.items() if k in fields and k not in done}, cfg.get,
-                                    explicit)
+            changed.update(_still_preset({k: v for k, v in values.items() if k in fields and k not in done}, cfg.get,
+                                         explicit))
             done.update(values)
-            if changed:
-                notes.append(f"a small grid ({side} points a side): " + ", ".join(
-                    f"{k} {cfg.get(k)} -> {v}" for k, v in changed.items()) + " (set them to keep the preset's)")
-                cfg.update(changed)
+        if changed:
+            notes.append(f"a small grid ({side} points a side): " + ", ".join(
+                f"{k} {cfg.get(k)} -> {v}" for k, v in changed.items()) +
+                f" (set {'it' if len(changed) == 1 else 'them'} to keep the preset's)")
+            cfg.update(changed)
         if "out_size" in fields:
             want = bundle.target_grid[0] if bundle.target_grid != bundle.input_grid else None
             if cfg.get("out_size") != want:

@@ -174,6 +174,19 @@ def test_load_in_a_fresh_process_from_another_directory(own_run, own_file, tmp_p
     assert expected.shape == (4, 64, 1)  # the input had a channel axis: so does the output
 
 
+def test_a_run_directory_loads_its_best_checkpoint(own_run, own_file, tmp_path):
+    """``opformer.load(RUN_DIR)`` (the directory ``opformer train --out`` made) is its checkpoints/best.ckpt; a
+    directory that is neither a run nor a saved model is refused with one line naming both layouts."""
+    with np.load(own_file) as f:
+        x = f["x"][:3]
+    best = opformer.load(own_run / "checkpoints" / "best.ckpt").predict(x)
+    assert np.array_equal(opformer.load(own_run).predict(x), best)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(opformer.tasks.artifact.LoadError,
+                       match=r"config\.json and model\.safetensors .* or checkpoints/best\.ckpt"):
+        opformer.load(tmp_path / "empty")
+
+
 def test_save_pretrained_round_trip(own_run, own_file, tmp_path):
     model = opformer.load(own_run / "checkpoints" / "best.ckpt")
     model.save_pretrained(tmp_path / "pre")

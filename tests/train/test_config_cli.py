@@ -379,6 +379,7 @@ def test_darcy_attention_presets_narrow_on_small_grids():
             assert model["scale"] is None, (preset, side)  # eq. 5's 1/n only
             assert sum("d_model 128 -> 64" in n for n in notes) == 1, notes  # one note, not one per rule
             assert sum("scale sqrt -> None" in n for n in notes) == 1, notes
+            assert sum("small grid" in n for n in notes) == 1, notes  # the rules' changes in one note
         model, _ = fitted(preset, 86)
         assert (model["d_model"], model["dropout"], model["scale"]) == (128, 0.05, "sqrt")
     model, _ = fitted("darcy-ft-regular", 64, scale="sqrt")  # asked for
