@@ -33,10 +33,11 @@ D64=(--d-model 64 --dim-feedforward 128)
 # every GT row before the encoder-rate rows ran with one learning rate for all parameters; darcy-gt-cpu now trains
 # its attention encoder at 0.1 of the rate (docs/results.md, Table 2b, CPU-reduced), so those rows say so
 ONE_RATE=(--lr-scale "")
-# every FT row before the FT85 rows ran with the preset's d_model 128, FFN 256, dropout 0.05, peak lr 5e-4 and 30 %
-# warm-up; the darcy task now gives the Fourier-type model 64, 128, no dropout, 1e-3 and 15 % up to 85 a side, so those
-# rows pin the old values first (a row's own flags come after and win)
-FT_BEFORE=(--d-model 128 --dim-feedforward 256 --dropout 0.05 --downscaler-dropout 0.05 --lr 5e-4 --pct-start 0.3)
+# every FT row before the FT85 rows ran with the preset's d_model 128, FFN 256, dropout 0.05, peak lr 5e-4, 30 %
+# warm-up and 1/sqrt(d) on the scores; the darcy task now gives the Fourier-type model 64, 128, no dropout, 1e-3, 15 %
+# and no 1/sqrt(d) up to 85 a side, so those rows pin the old values first (a row's own flags come after and win)
+FT_BEFORE=(--d-model 128 --dim-feedforward 256 --dropout 0.05 --downscaler-dropout 0.05 --lr 5e-4 --pct-start 0.3
+           --scale sqrt)
 run() {  # name preset flags...
   local name=$1 preset=$2; shift 2
   case " ${RUNS:-$name} " in *" $name "*) ;; *) return 0 ;; esac
@@ -123,14 +124,14 @@ run ft-d64-drop0-lr1e-3-enc3 darcy-ft-cpu "${FT_BEFORE[@]}" "${D64_DROP0[@]}" --
 run ft-d64-drop0-lr1e-3-init0.1 darcy-ft-cpu "${FT_BEFORE[@]}" "${D64_DROP0[@]}" --lr 1e-3 --eta 0.1 --delta 0.1
 run ft-d64-drop0-lr1e-3-pct0.15 darcy-ft-cpu "${FT_BEFORE[@]}" "${D64_DROP0[@]}" --lr 1e-3 --pct-start 0.15
 run ft-d64-drop0-lr1e-3-h1 darcy-ft-cpu "${FT_BEFORE[@]}" "${D64_DROP0[@]}" --lr 1e-3 --n-heads 1
-FT85=("${D64_DROP0[@]}" --lr 1e-3 --pct-start 0.15)
+FT85=("${D64_DROP0[@]}" --lr 1e-3 --pct-start 0.15 --scale sqrt)   # the FT85 rows ran with the 1/sqrt(d)
 run ft-d64-drop0-lr1e-3-pct0.15-h8 darcy-ft-cpu "${FT85[@]}" --n-heads 8
 run ft-d64-drop0-lr1e-3-pct0.15-l3 darcy-ft-cpu "${FT85[@]}" --num-layers 3
 run ft85-identity  darcy-ft-cpu "${FT85[@]}" --delta 1     # Q/K/V start near the identity: the attention O(1) from the first step
 run ft85-xavier    darcy-ft-cpu "${FT85[@]}" --init xavier
 # the current darcy-ft-cpu (the task's 85-point defaults for the Fourier-type model: d_model 64, no dropout, peak lr 1e-3,
 # warm-up 15 %), no flags; with OUT=runs/d85-e20 ... --epochs 20 beside the GT and FNO2d rows there
-run ft-now         darcy-ft-cpu
+run ft-now         darcy-ft-cpu --scale sqrt   # measured before the task dropped the 1/sqrt(d)
 run ft85-d32       darcy-ft-cpu "${FT85[@]}" --d-model 32 --dim-feedforward 64
 run ft85-enc0.5    darcy-ft-cpu "${FT85[@]}" --lr-scale encoder=0.5
 run ft85-scale1    darcy-ft-cpu "${FT85[@]}" --scale null   # no 1/sqrt(d) on the scores (eq. 5 as printed)

@@ -6,8 +6,8 @@
 # step of 16 samples here: 27 minutes a run; not in this list.)  Rows: a name and the flags that differ from the preset.
 # The attention rows pin the paper's width (d_model 128, FFN 256): on grids up to 48 a side the darcy task now
 # defaults to the narrower 64/128 that this study found as accurate (row gt-d64), and the preset's dropout 0.05 (the
-# task turns it off up to 48 a side since these rows were measured); the FT row pins the paper's peak lr 5e-4 and 30 %
-# warm-up (the task's Fourier-type default up to 85 a side is 1e-3 and 15 % now).
+# task turns it off up to 48 a side since these rows were measured); the FT row pins the paper's peak lr 5e-4, 30 %
+# warm-up and 1/sqrt(d) on the scores (the task's Fourier-type defaults up to 85 a side are 1e-3, 15 % and none now).
 #   DATA=d33.h5 TEST=d33_test.h5 bash scripts/darcy_ablations.sh     # then: python scripts/collect_results.py runs/ablations
 set -euo pipefail
 DATA=${DATA:-data/d33b.h5}
@@ -30,7 +30,7 @@ gt-coarse17         | darcy-gt         | --coarse-size 17 --d-model 128 --dim-fe
 gt-no-h1            | darcy-gt         | --gamma 0 --d-model 128 --dim-feedforward 256
 gt-lr5e-4           | darcy-gt         | --lr 5e-4 --d-model 128 --dim-feedforward 256
 gt-d64              | darcy-gt         | --d-model 64 --dim-feedforward 128
-ft-default          | darcy-ft-regular | --d-model 128 --dim-feedforward 256 --lr 5e-4 --pct-start 0.3
+ft-default          | darcy-ft-regular | --d-model 128 --dim-feedforward 256 --lr 5e-4 --pct-start 0.3 --scale sqrt
 fno-default         | darcy-fno        |
 gt-default-seed2    | darcy-gt         | --seed 2 --d-model 128 --dim-feedforward 256
 gt-default-seed3    | darcy-gt         | --seed 3 --d-model 128 --dim-feedforward 256

@@ -33,8 +33,8 @@ def _run(args, run: Path, model: str, n: int, extra: list[str]) -> dict | None:
                "--lr-scale", ""]  # one rate for all parameters, as the study was measured (docs/results.md)
         if args.task == "darcy" and model.removesuffix("-regular") in ATTENTION_KINDS:  # its 2D attention models:
             cmd += ["--dropout", "0.05", "--downscaler-dropout", "0.05"]  # the preset's, as the study was measured
-            if model.removesuffix("-regular") == "ft":  # and the FT preset's rates (the task's default up to 85 a side
-                cmd += ["--lr", "5e-4", "--pct-start", "0.3"]  # is 1e-3 and a 15 % warm-up now)
+            if model.removesuffix("-regular") == "ft":  # and the FT's warm-up and 1/sqrt(d) of that time (the task's
+                cmd += ["--pct-start", "0.3", "--scale", "sqrt"]  # defaults up to 85 a side are 15 % and none now)
         if args.test_data:
             cmd += ["--test-data", args.test_data]
         cmd += [a for a in args.extra if a != "--"] + extra

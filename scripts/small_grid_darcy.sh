@@ -47,9 +47,9 @@ run() {  # NAME ARGS...: train once (a finished run is kept)
 ONE_RATE=(--lr-scale "")
 # the attention rows measured before the task turned dropout off on grids up to 48 (below) ran with the preset's 0.05
 WITH_DROPOUT=(--dropout 0.05 --downscaler-dropout 0.05)
-# the FT rows measured before the task gave the Fourier-type model twice the peak rate and a 15 % warm-up ran with the
-# preset's 5e-4 and 30 %; they keep them
-FT_PAPER_RATES=(--lr 5e-4 --pct-start 0.3)
+# the FT rows measured before the task gave the Fourier-type model a 15 % warm-up and no 1/sqrt(d) on its scores ran
+# with 30 % and the 1/sqrt(d); they keep them (their peak lr is the darcy task's 1e-3, which --model ft-regular takes)
+FT_BEFORE_RULES=(--pct-start 0.3 --scale sqrt)
 C17=(--data "$DATA/d17.h5" --n-train 512 --n-val 50 --n-test 100 --epochs 30 --batch-size 16)
 C33=(--data "$DATA/d33b.h5" --test-data "$DATA/d33_test.h5" --n-train 1024 --n-val 50 --epochs 20 --batch-size 16)
 for seed in $SEEDS; do
@@ -61,18 +61,18 @@ run 17-e100/fno --model fno "${C17[@]}" --epochs 100                 # the same 
 run 17-e100/gt --model gt "${C17[@]}" --epochs 100 "${ONE_RATE[@]}" "${WITH_DROPOUT[@]}"   # GT with one rate,
 run 17-e100/gt-enclr0.1 --model gt "${C17[@]}" --epochs 100 --lr-scale encoder=0.1 "${WITH_DROPOUT[@]}"   # and the encoder at 0.1
 run 17-other/gt-coarse6 --model gt "${C17[@]}" --coarse-size 6 "${ONE_RATE[@]}" "${WITH_DROPOUT[@]}"
-run 17-other/ft-coarse6 --model ft-regular "${FT_PAPER_RATES[@]}" "${C17[@]}" --coarse-size 6 "${WITH_DROPOUT[@]}"
+run 17-other/ft-coarse6 --model ft-regular "${FT_BEFORE_RULES[@]}" "${C17[@]}" --coarse-size 6 "${WITH_DROPOUT[@]}"
 run 33/fno --model fno "${C33[@]}"
 run 33/gt --model gt "${C33[@]}" "${ONE_RATE[@]}" "${WITH_DROPOUT[@]}"   # attention grid 11^2 (default)
 run 33/gt-seed2 --model gt "${C33[@]}" --seed 2 "${ONE_RATE[@]}" "${WITH_DROPOUT[@]}"
 run 33/gt-coarse17 --model gt "${C33[@]}" --coarse-size 17 "${ONE_RATE[@]}" "${WITH_DROPOUT[@]}"
-run 33/ft --model ft-regular "${FT_PAPER_RATES[@]}" "${C33[@]}" "${WITH_DROPOUT[@]}"
+run 33/ft --model ft-regular "${FT_BEFORE_RULES[@]}" "${C33[@]}" "${WITH_DROPOUT[@]}"
 run 33/gt-enclr0.1 --model gt "${C33[@]}" --lr-scale encoder=0.1 "${WITH_DROPOUT[@]}"
 run 33/gt-enclr0.1-seed2 --model gt "${C33[@]}" --lr-scale encoder=0.1 --seed 2 "${WITH_DROPOUT[@]}"
 run 33/gt-enclr0.1-seed3 --model gt "${C33[@]}" --lr-scale encoder=0.1 --seed 3 "${WITH_DROPOUT[@]}"
 run 33/fno-seed2 --model fno "${C33[@]}" --seed 2
 run 33/fno-seed3 --model fno "${C33[@]}" --seed 3
-run 33/ft-enclr0.1 --model ft-regular "${FT_PAPER_RATES[@]}" "${C33[@]}" --lr-scale encoder=0.1 "${WITH_DROPOUT[@]}"   # the same for FT: worse, not a default
+run 33/ft-enclr0.1 --model ft-regular "${FT_BEFORE_RULES[@]}" "${C33[@]}" --lr-scale encoder=0.1 "${WITH_DROPOUT[@]}"   # the same for FT: worse, not a default
 # without dropout (residual, FFN and down-scaler dropout 0.05 -> 0; the default up to 48 a side since these rows):
 # the GT underfits with it at 17^2 and 33^2; then both models at batch 8 instead of 16 (twice the steps in the same
 # epochs); the GT at batch 8 with dropout; the FT with and without dropout
@@ -87,13 +87,13 @@ for seed in $SEEDS; do
 done
 run 33-b8/gt-seed3 --model gt "${C33B8[@]}" --seed 3 --lr-scale encoder=0.1 "${WITH_DROPOUT[@]}"   # batch 8, dropout on
 run 33-more/gt-drop0-dw64-seed3 --model gt "${C33[@]}" --seed 3 --lr-scale encoder=0.1 "${NO_DROPOUT[@]}" --decoder-width 64
-run 33/ft-drop0 --model ft-regular "${FT_PAPER_RATES[@]}" "${C33[@]}" "${NO_DROPOUT[@]}"
-run 17/ft-drop0-seed1127802 --model ft-regular "${FT_PAPER_RATES[@]}" "${C17[@]}" "${NO_DROPOUT[@]}"
-run 17/ft-seed1127802 --model ft-regular "${FT_PAPER_RATES[@]}" "${C17[@]}" "${WITH_DROPOUT[@]}"
-# FT with the 85^2 recipe's rates (peak lr 1e-3 instead of 5e-4, warm-up over 15 % of the steps): the same on the small grids?
+run 33/ft-drop0 --model ft-regular "${FT_BEFORE_RULES[@]}" "${C33[@]}" "${NO_DROPOUT[@]}"
+run 17/ft-drop0-seed1127802 --model ft-regular "${FT_BEFORE_RULES[@]}" "${C17[@]}" "${NO_DROPOUT[@]}"
+run 17/ft-seed1127802 --model ft-regular "${FT_BEFORE_RULES[@]}" "${C17[@]}" "${WITH_DROPOUT[@]}"
+# FT with the 85^2 recipe's warm-up over 15 % of the steps (the peak lr 1e-3 as above): the same on the small grids?
 FT_RATES=(--lr 1e-3 --pct-start 0.15)
-run 33/ft-drop0-lr1e-3-pct0.15 --model ft-regular "${C33[@]}" "${NO_DROPOUT[@]}" "${FT_RATES[@]}"
-run 17/ft-drop0-lr1e-3-pct0.15-seed1127802 --model ft-regular "${C17[@]}" "${NO_DROPOUT[@]}" "${FT_RATES[@]}"
+run 33/ft-drop0-lr1e-3-pct0.15 --model ft-regular "${C33[@]}" "${NO_DROPOUT[@]}" "${FT_RATES[@]}" --scale sqrt
+run 17/ft-drop0-lr1e-3-pct0.15-seed1127802 --model ft-regular "${C17[@]}" "${NO_DROPOUT[@]}" "${FT_RATES[@]}" --scale sqrt
 # and without the 1/sqrt(d) on the FT's scores (--scale null, eq. 5 as printed), the change that helped at 85^2
 run 33/ft-drop0-lr1e-3-pct0.15-scale1 --model ft-regular "${C33[@]}" "${NO_DROPOUT[@]}" "${FT_RATES[@]}" --scale null
 run 17/ft-drop0-lr1e-3-pct0.15-scale1-seed1127802 --model ft-regular "${C17[@]}" "${NO_DROPOUT[@]}" "${FT_RATES[@]}" --scale null

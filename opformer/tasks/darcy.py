@@ -112,7 +112,7 @@ class DarcyTask(Task):
     # every grid and budget measured there (docs/results.md, Table 2b CPU-reduced and "The cause on small Darcy
     # grids"); the paper's 141 and 211 keep one rate for all parameters, as its runs
     # the Fourier-type model at twice its peak rate with the warm-up over 15 % of the steps up to 85 a side: its
-    # attention starts to help sooner at 85 -> 29, and 17^2 and 33^2 are as good as with the paper's 5e-4 and 30 %
+    # attention starts to help sooner at 85 -> 29, and 17^2 and 33^2 (measured at 1e-3) are as good as with 30 %
     # (docs/results.md, "The Fourier-type model at 85²")
     small_grid_train_defaults = (({"name": "transformer2d", "kind": "galerkin"}, 85,
                                   {"lr_scale": ({}, {"encoder": 0.1})}),
