@@ -24,7 +24,8 @@ import argparse
 import sys
 
 from .errors import DataError
-from .generate import BURGERS_R10, DARCY_R421, NS_FNO, RECIPES, SHEAR_LAYER, generate_dataset, make_recipe, request_stop
+from ..interrupt import request_stop
+from .generate import BURGERS_R10, DARCY_R421, NS_FNO, RECIPES, SHEAR_LAYER, generate_dataset, make_recipe
 
 __all__ = ["register", "main"]
 

@@ -33,7 +33,6 @@ import copy
 import math
 import os
 import sys
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -41,6 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..interrupt import check_stop, clear_stop
 from . import burgers, darcy
 from .errors import DataError
 from .grf import grf1d_periodic, sample_rng
@@ -459,24 +459,6 @@ for _defaults in (NS_FNO, SHEAR_LAYER):
     ))
 
 
-#: set by :func:`request_stop`; the generation loops stop at their next check (at least every half second)
-_STOP = threading.Event()
-
-
-def request_stop(signum=None, frame=None) -> None:
-    """A signal handler (SIGTERM: a cluster's time limit, kill) that stops :func:`generate_dataset` like Ctrl-C,
-    keeping the finished samples: it raises ``KeyboardInterrupt``.  Python drops an exception raised while a weakref
-    callback or ``__del__`` runs, so a signal that lands there would be lost; the flag it also sets makes the
-    generation raise ``KeyboardInterrupt`` again at its next check."""
-    _STOP.set()
-    raise KeyboardInterrupt
-
-
-def _check_stop() -> None:
-    if _STOP.is_set():
-        raise KeyboardInterrupt
-
-
 def generate_dataset(
     recipe: dict,
     path: str | os.PathLike,
@@ -536,7 +518,7 @@ def generate_dataset(
         try:
             if workers == 1 or len(tasks) <= 1:
                 for idx in tasks:
-                    _check_stop()
+                    check_stop()  # a stop request (opformer.interrupt) whose exception was lost
                     writer.write(idx, compute_samples(recipe, idx, **options))
                     bar.update(len(idx))
             else:
@@ -548,7 +530,7 @@ def generate_dataset(
             raise DataError(writer.no_space_message(reason)) from exc
         finally:
             bar.close()
-            _STOP.clear()  # a stop request ends this generation only
+            clear_stop()  # a stop request ends this generation only
         return writer.finish()
 
 
@@ -621,7 +603,7 @@ class _WorkerPool:
         import queue
 
         while True:
-            _check_stop()
+            check_stop()
             try:
                 task_id, arrays, error = self.results.get(timeout=0.5)
             except queue.Empty:

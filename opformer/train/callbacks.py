@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 import time
 from pathlib import Path
 from typing import Any, Iterator, Optional
@@ -13,6 +12,7 @@ from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 from torch.utils.data import Sampler
 
 from ..atomic import replacing
+from ..interrupt import check_stop
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -34,32 +34,10 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         return super().load_checkpoint(path, map_location=map_location, weights_only=True)
 
 
-#: set by :func:`request_stop`; a training checks it before every batch and between its phases
-_STOP = threading.Event()
-
-
-def request_stop(signum=None, frame=None) -> None:
-    """A signal handler (SIGTERM: a cluster's time limit, ``kill``) that ends a training like Ctrl-C: it raises
-    ``KeyboardInterrupt``.  Python drops an exception raised while a weakref callback or ``__del__`` runs, so a signal
-    that lands there would be lost; the flag it also sets makes the training raise ``KeyboardInterrupt`` again before
-    its next batch (:class:`StopOnRequest`) or phase (:func:`check_stop`)."""
-    _STOP.set()
-    raise KeyboardInterrupt
-
-
-def check_stop() -> None:
-    """Raise ``KeyboardInterrupt`` when a stop was requested (the flag stays set until :func:`clear_stop`)."""
-    if _STOP.is_set():
-        raise KeyboardInterrupt
-
-
-def clear_stop() -> None:
-    _STOP.clear()
-
-
 class StopOnRequest(L.Callback):
-    """Raise ``KeyboardInterrupt`` before the next training, validation or test batch once a stop was requested, so
-    that Lightning ends the run as it does on Ctrl-C (``last.ckpt`` stays the resume point)."""
+    """Raise ``KeyboardInterrupt`` before the next training, validation or test batch once a stop was requested
+    (:mod:`opformer.interrupt`), so that Lightning ends the run as it does on Ctrl-C (``last.ckpt`` stays the resume
+    point)."""
 
     def on_train_batch_start(self, *args, **kwargs) -> None:
         check_stop()

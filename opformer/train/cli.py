@@ -159,7 +159,7 @@ def _train(args: argparse.Namespace) -> int:
         print(yaml.safe_dump(run.raw, sort_keys=False))
         return 0
     _quiet_lightning()
-    from .callbacks import clear_stop, request_stop
+    from ..interrupt import clear_stop, request_stop
     from .module import DivergenceError
     from .run import RunDirError, train
 

@@ -24,8 +24,8 @@ from torch.utils.data import BatchSampler, DataLoader, Dataset
 
 from .. import __version__
 from ..atomic import atomic_write_text
-from .callbacks import (AtomicCheckpointIO, EpochLine, EpochShuffleSampler, FlushLoggersOnCheckpoint, StopOnRequest,
-                        check_stop)
+from ..interrupt import check_stop
+from .callbacks import AtomicCheckpointIO, EpochLine, EpochShuffleSampler, FlushLoggersOnCheckpoint, StopOnRequest
 from ..config import ConfigError, TrainConfig
 from ..data.datasets import has_batch, stack_samples, suspicious_samples
 from ..tasks.artifact import LoadError, Predictor, load, make_artifact, read_checkpoint

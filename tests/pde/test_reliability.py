@@ -113,14 +113,15 @@ def test_a_stop_request_whose_exception_was_lost_still_stops_the_generation(tmp_
     """Python drops an exception raised in a weakref callback or ``__del__``; a SIGTERM that lands there must not be
     lost.  With the flag of ``request_stop`` set and no exception in flight (the dropped case), the generation stops
     at its next check, keeps the .partial, and a later call is not stopped by the old request."""
+    from opformer import interrupt
     from opformer.pde import generate as gen
 
     recipe = gen.make_recipe("burgers", n_samples=8, resolution=64, solve_resolution=64, steps=20)
     out = tmp_path / "b.h5"
     with pytest.raises(KeyboardInterrupt):
-        gen.request_stop()  # what the signal handler does: set the flag, raise
+        interrupt.request_stop()  # what the signal handler does: set the flag, raise
     with pytest.raises(KeyboardInterrupt):
         gen.generate_dataset(recipe, out, workers=workers, chunk_size=2, progress=False)
     assert partial_path(out).exists() and not out.exists()
-    assert not gen._STOP.is_set()
+    assert not interrupt._STOP.is_set()
     assert gen.generate_dataset(recipe, out, workers=workers, chunk_size=2, progress=False) == out

@@ -403,22 +403,22 @@ def test_a_stop_request_whose_exception_was_lost_still_ends_the_training(tiny_co
     lost.  With the flag of the training's SIGTERM handler set and no exception in flight (the dropped case), a
     training stops before its next batch with last.ckpt kept and no metrics.json, or, when the flag was set while
     the data loaded, before it starts; once the flag is cleared a training runs to the end."""
-    from opformer.train import callbacks
+    from opformer import interrupt
 
     out = tmp_path / "run"
     with pytest.raises(KeyboardInterrupt):
-        callbacks.request_stop()  # what the handler does: set the flag, raise (here the exception is not lost)
+        interrupt.request_stop()  # what the handler does: set the flag, raise (here the exception is not lost)
     try:
         with pytest.raises(KeyboardInterrupt):
             train(_cfg(tiny_config, epochs=2), out, progress=False)
         assert not (out / "checkpoints").exists() and not (out / "metrics.json").exists()
-        callbacks.clear_stop()
+        interrupt.clear_stop()
 
         def set_flag_after_first_checkpoint():  # mid-training, no exception raised anywhere
             deadline = time.time() + 120
             while not (out / "checkpoints" / "last.ckpt").exists() and time.time() < deadline:
                 time.sleep(0.01)
-            callbacks._STOP.set()
+            interrupt._STOP.set()
 
         setter = threading.Thread(target=set_flag_after_first_checkpoint, daemon=True)
         setter.start()
@@ -427,7 +427,7 @@ def test_a_stop_request_whose_exception_was_lost_still_ends_the_training(tiny_co
         setter.join()
         assert (out / "checkpoints" / "last.ckpt").exists() and not (out / "metrics.json").exists()
     finally:
-        callbacks.clear_stop()
+        interrupt.clear_stop()
     metrics = train(_cfg(tiny_config, epochs=1), out, progress=False, overwrite=True)
     assert metrics["epochs"] == 1 and (out / "metrics.json").exists()
 
