@@ -188,8 +188,7 @@ class Task:
         done: set = set()
         changed: dict = {}
         for model, limit, values in self.small_grid_defaults:
-            match = {"name": model} if isinstance(model, str) else model
-            if any(cfg.get(k) != v for k, v in match.items()) or side > limit:
+            if not _rule_applies(model, limit, cfg, side):
                 continue
             changed.update(_still_preset({k: v for k, v in values.items() if k in fields and k not in done}, cfg.get,
                                          explicit))
@@ -240,7 +239,7 @@ class Task:
         the data's grid (a field the user set, or whose value is not the preset's, is kept), and a note on them."""
         side, changed = max(bundle.input_grid), {}
         for model, limit, values in self.small_grid_train_defaults:
-            if all(model_cfg.get(k) == v for k, v in model.items()) and side <= limit:
+            if _rule_applies(model, limit, model_cfg, side):
                 changed.update(_still_preset(values, lambda k: getattr(train_cfg, k), explicit))
         if not changed:
             return {}, []
@@ -267,6 +266,13 @@ class Task:
                               f"got {x.shape}")
         coords = torch.as_tensor(grid_coords(grid, x.shape[1:-1]), dtype=torch.float32)[None]
         return torch.from_numpy(np.ascontiguousarray(x)), coords
+
+
+def _rule_applies(model, limit: int, model_cfg: dict, side: int) -> bool:
+    """Whether a small-grid rule (``model``: a model name or {model field: value}; ``limit``: the largest grid side)
+    applies to ``model_cfg`` on a grid of ``side`` points a side."""
+    match = {"name": model} if isinstance(model, str) else model
+    return side <= limit and all(model_cfg.get(k) == v for k, v in match.items())
 
 
 def _still_preset(values: dict, current, explicit: set) -> dict:
