@@ -34,22 +34,14 @@ def shares(run: Path, samples: int) -> list[tuple[float, float]]:
         raise SystemExit(f"attention_share: {run} is not an attention model with an encoder")
     out: list[tuple[float, float]] = []
 
-    def hook(module, args, result):
+    def hook(module, args, kwargs, result):
         x = args[0]
-        a = result - x if result.shape == x.shape and module_kwargs.get(module, False) else result
+        a = result - x if kwargs.get("residual", False) else result  # eval fuses x + Attn(x) into one call
         size = a.norm()
         varying = (a - a.mean(dim=1, keepdim=True)).norm() / size if size > 0 else size
         out.append(((size / x.norm()).item(), float(varying)))
 
-    module_kwargs: dict = {}
-
-    def pre_hook(module, args, kwargs):
-        module_kwargs[module] = bool(kwargs.get("residual", False))  # eval fuses x + Attn(x) into one call
-
-    handles = []
-    for layer in layers[0].layers:
-        handles.append(layer.attn.register_forward_pre_hook(pre_hook, with_kwargs=True))
-        handles.append(layer.attn.register_forward_hook(hook))
+    handles = [layer.attn.register_forward_hook(hook, with_kwargs=True) for layer in layers[0].layers]
     try:
         with torch.no_grad():
             predictor.operator.eval()

@@ -18,6 +18,8 @@ import statistics
 import sys
 from pathlib import Path
 
+from opformer.atomic import replacing
+
 
 def load_groups(specs: list[str]) -> dict[str, dict[str, list[float]]]:
     panels: dict[str, dict[str, list[float]]] = {}
@@ -67,9 +69,8 @@ def main(argv=None) -> int:
     axes[0][0].set_ylabel(a.ylabel)
     fig.tight_layout()
     a.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = a.out.with_name(a.out.name + ".partial.png")
-    fig.savefig(tmp, dpi=120)
-    tmp.replace(a.out)
+    with replacing(a.out, "wb") as fh:
+        fig.savefig(fh, format="png", dpi=120)
     print(f"wrote {a.out}")
     return 0
 

@@ -12,14 +12,10 @@ from .conftest import load_script
 
 
 @pytest.fixture(scope="module")
-def tiny_ft_run(tmp_path_factory):
-    from opformer.pde import generate_dataset, make_recipe
-
+def tiny_ft_run(tmp_path_factory, darcy_files):
     root = tmp_path_factory.mktemp("share")
-    data = generate_dataset(make_recipe("darcy", n_samples=10, resolution=17), root / "d.h5", workers=1,
-                            progress=False)
     cfg, _ = apply_overrides(load_preset("darcy-ft-regular"), {
-        "data.path": str(data), "n_val": 2, "n_test": 2, "epochs": 1, "batch_size": 2, "d_model": 16,
+        "data.path": str(darcy_files[0]), "n_val": 2, "n_test": 2, "epochs": 1, "batch_size": 2, "d_model": 16,
         "dim_feedforward": 16, "num_layers": 2, "n_heads": 2, "decoder_width": 8, "modes": 4})
     train(cfg, root / "run", progress=False)
     return root / "run"
