@@ -309,7 +309,7 @@ def test_a_fourier_run_on_a_small_grid_records_the_rates_and_width_it_trains_wit
 
     cfg, explicit = apply_overrides(load_preset("darcy-ft-regular"), {"data.path": str(darcy_file), "n_val": 2,
                                                                        "n_test": 2, "epochs": 1})
-    run, _, operator, _, notes = prepare_run(cfg, explicit, False)
+    run, *_, notes = prepare_run(cfg, explicit, False)
     assert (run.train.lr, run.train.pct_start) == (1.0e-3, 0.15)
     assert (run.raw["train"]["lr"], run.raw["train"]["pct_start"]) == (1.0e-3, 0.15)
     assert (run.model["d_model"], run.model["dropout"]) == (64, 0.0) and run.raw["model"]["d_model"] == 64
