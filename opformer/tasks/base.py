@@ -366,12 +366,14 @@ def cache_dir() -> Path:
     return Path(os.environ.get("OPFORMER_DATA", Path.home() / ".cache" / "opformer" / "data"))
 
 
-def _cached(generator: str, overrides: dict, workers) -> Path:
+def _cached(generator: str, overrides: dict, workers, generate: bool = True) -> Optional[Path]:
     from ..pde.generate import ensure_dataset, make_recipe
 
     recipe = make_recipe(generator, **overrides)
     key = hashlib.sha1(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:10]
     path = cache_dir() / f"{recipe['problem']}-{recipe['resolution']}-{recipe['n_samples']}-{key}.h5"
+    if not generate:
+        return path if path.exists() else None
     rank = int(os.environ.get("RANK", os.environ.get("LOCAL_RANK", 0)))
     if rank != 0:  # the first process generates; the others wait for the complete file (written atomically)
         # ... but not forever: rank 0 may have failed.  The clock restarts whenever its FILE.partial grows or
@@ -404,16 +406,19 @@ def _cached(generator: str, overrides: dict, workers) -> Path:
     return ensure_dataset(generator, path, workers=workers, **overrides)
 
 
-def ensure_files(task: Task, data: DataConfig, options) -> dict:
+def ensure_files(task: Task, data: DataConfig, options, generate: bool = True) -> Optional[dict]:
     """``{"train": path, "test": path or None}``: the user's files, or the task's default data, generated and cached
-    on first use."""
+    on first use.  With ``generate=False`` nothing is generated: None when the default data is not cached yet."""
     if data.path is not None:
         return {"train": Path(data.path), "test": Path(data.test_path) if data.test_path else None}
     if task.generator is None:
         raise ConfigError(f"task {task.name} has no default data: give a data file with --data")
     train, test = task.default_recipes(data, options)
-    return {"train": _cached(task.generator, train, data.workers),
-            "test": None if test is None else _cached(task.generator, test, data.workers)}
+    files = {"train": _cached(task.generator, train, data.workers, generate),
+             "test": None if test is None else _cached(task.generator, test, data.workers, generate)}
+    if files["train"] is None or (test is not None and files["test"] is None):
+        return None
+    return files
 
 
 def options_from(task: Task, values: dict):

@@ -109,6 +109,32 @@ def _run_prepare(args) -> int:
     return 0
 
 
+def _print_config(run, explicit, preset: str) -> int:
+    """Print the config a run would train with: fitted to its data's grid when the data is at hand (the user's
+    files, or the default data already in the cache), else the preset's values with a comment saying so."""
+    import yaml
+
+    from ..tasks.base import ensure_files
+    from .run import fit_run
+
+    try:
+        files = ensure_files(run.task, run.data, run.options, generate=False)
+        if files is None:
+            head = ["# the default data is not generated yet, so this is the preset before it is fitted to the data's",
+                    "# grid (training may change grid-dependent sizes and small-grid defaults, and says so);",
+                    f"# `opformer data prepare {preset}` generates it, and then this shows the fitted config"]
+        else:
+            bundle = run.task.load(run.data, run.options, files)
+            notes = fit_run(run, bundle, set(explicit))
+            head = [f"# fitted to the data {files['train']}" + (":" if notes else " (nothing changed)")]
+            head += [f"# note: {note}" for note in notes]
+    except _errors() as exc:
+        return _fail(str(exc))
+    print("\n".join(head))
+    print(yaml.safe_dump(run.raw, sort_keys=False))
+    return 0
+
+
 def _parse_extra(extra: list[str]) -> dict:
     from ..config import ConfigError
 
@@ -154,10 +180,7 @@ def _train(args: argparse.Namespace) -> int:
     except (ConfigError, DataError) as exc:
         return _fail(str(exc))
     if args.print_config:
-        import yaml
-
-        print(yaml.safe_dump(run.raw, sort_keys=False))
-        return 0
+        return _print_config(run, explicit, args.preset)
     _quiet_lightning()
     from ..interrupt import clear_stop, request_stop
     from .module import DivergenceError

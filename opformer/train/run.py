@@ -357,6 +357,21 @@ def _trainer(t, out: Path, progress: bool, callbacks: list, logger=True, **extra
     )
 
 
+def fit_run(run, bundle, explicit=frozenset()) -> list[str]:
+    """Fit the model and train sections of the resolved ``run`` to the data of ``bundle`` (the task's
+    :meth:`~opformer.tasks.base.Task.fit_model` and :meth:`~opformer.tasks.base.Task.fit_train`), in place; returns
+    the notes on what changed."""
+    model_cfg, notes = run.task.fit_model(run.model, bundle, set(explicit))
+    run.model = model_cfg
+    run.raw["model"] = model_cfg
+    train_changes, train_notes = run.task.fit_train(run.train, model_cfg, bundle, set(explicit))
+    if train_changes:
+        run.train = dataclasses.replace(run.train, **train_changes)
+        run.raw["train"] = {**run.raw.get("train", {}), **train_changes}
+        notes = [*notes, *train_notes]
+    return notes
+
+
 def prepare_run(cfg: dict, explicit: frozenset = frozenset(), progress: bool = True):
     """Everything that can fail before training, with nothing written to the run directory: the typed config, the
     data (generated into the cache on first use), the model sized to the data.  Returns (run, bundle, operator,
@@ -370,14 +385,8 @@ def prepare_run(cfg: dict, explicit: frozenset = frozenset(), progress: bool = T
     n_train = len(bundle.datasets["train"])
     if n_train < 2:
         raise ConfigError(f"--n-train: at least 2 training samples are needed, the splits leave {n_train}")
-    model_cfg, notes = run.task.fit_model(run.model, bundle, set(explicit))
-    run.model = model_cfg
-    run.raw["model"] = model_cfg
-    train_changes, train_notes = run.task.fit_train(run.train, model_cfg, bundle, set(explicit))
-    if train_changes:
-        run.train = dataclasses.replace(run.train, **train_changes)
-        run.raw["train"] = {**run.raw.get("train", {}), **train_changes}
-        notes = [*notes, *train_notes]
+    notes = fit_run(run, bundle, explicit)
+    model_cfg = run.model
     L.seed_everything(run.train.seed, workers=True, verbose=False)  # model init independent of data generation
     try:
         operator = run.task.build_operator(model_cfg, bundle.normalizers, run.options)

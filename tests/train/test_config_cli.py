@@ -140,6 +140,30 @@ def test_cli_print_config_shows_the_resolved_config_with_overrides(capsys):
     assert raw["train"]["epochs"] == 100 and raw["data"]["resolution"] == 512
 
 
+def test_cli_print_config_is_the_config_fitted_to_the_data(capsys, monkeypatch, tmp_path, darcy_files):
+    """--print-config shows what training would use: with the data at hand, the task's small-grid defaults and the
+    sizes fitted to the grid (with its notes as comments); without it, the preset, and a comment that says so."""
+    train, test = darcy_files
+    assert main(["train", "darcy-ft-cpu", "--print-config", "--data", str(train), "--test-data", str(test),
+                 "--resolution", "29", "--dropout", "0.1"]) == 0
+    out = capsys.readouterr().out
+    raw = yaml.safe_load(out)
+    assert out.startswith(f"# fitted to the data {train}:") and "# note: a small grid (29 points a side)" in out
+    model, train_cfg = raw["model"], raw["train"]
+    assert model["d_model"] == 64 and model["scale"] is None and model["dropout"] == 0.1  # the user's value is kept
+    assert train_cfg["lr"] == 1e-3 and train_cfg["pct_start"] == 0.15
+    monkeypatch.setenv("OPFORMER_DATA", str(tmp_path / "empty"))
+    assert main(["train", "darcy-ft-cpu", "--print-config"]) == 0
+    out = capsys.readouterr().out
+    raw = yaml.safe_load(out)
+    assert "not generated yet" in out and "opformer data prepare darcy-ft-cpu" in out
+    assert raw["model"]["d_model"] == 128 and raw["train"]["lr"] == 5e-4  # the preset, said to be unfitted
+    assert not (tmp_path / "empty").exists() or not any((tmp_path / "empty").iterdir())  # nothing generated
+    assert main(["train", "darcy-ft-cpu", "--print-config", "--data", str(tmp_path / "missing.h5")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("opformer: error:") and err.count("\n") == 1, err
+
+
 def test_cli_preset_help_lists_every_field_with_its_value(capsys):
     assert main(["train", "darcy-gt", "--help", "--lr", "5e-4"]) == 0
     out = capsys.readouterr().out
