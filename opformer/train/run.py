@@ -133,8 +133,12 @@ def check_out_dir(out: Path, cfg: dict, resume: bool, overwrite: bool, *, compar
             for key in fitted_train:
                 a.get("train", {}).pop(key, None), b.get("train", {}).pop(key, None)
         if a != b:
+            hint = ""
+            if a["train"].get("epochs") != b["train"].get("epochs"):
+                hint = (f". The one-cycle learning-rate schedule spans the {a['train'].get('epochs')} epochs of that run, "
+                        "so it cannot be lengthened; train a new run with the epochs you want into another --out")
             raise RunDirError(f"{out} holds a different run; --resume needs the same config (as in {source.name}). "
-                              f"Differences: {_diff(a, b)}")
+                              f"Differences: {_diff(a, b)}{hint}")
     if ck is None:
         warnings.warn(f"--resume: no checkpoint in {out / 'checkpoints'} yet; starting from scratch")
         return None

@@ -71,6 +71,9 @@ def test_output_directory_holding_a_run_is_refused_unless_resume_or_overwrite(ti
         train(_cfg(tiny_config, epochs=1), out, progress=False)
     with pytest.raises(RunDirError, match=r"holds a different run.*train.lr: 0.003 -> 0.001"):
         train(_cfg(tiny_config, epochs=1, lr=1e-3), out, resume=True, progress=False)
+    with pytest.raises(RunDirError, match=r"train.epochs: 1 -> 3\. The one-cycle learning-rate schedule spans the 1 "
+                                          r"epochs of that run, so it cannot be lengthened"):
+        train(_cfg(tiny_config, epochs=3), out, resume=True, progress=False)
     m = train(_cfg(tiny_config, epochs=1, lr=1e-3), out, overwrite=True, progress=False)
     assert json.loads((out / "metrics.json").read_text())["test_rel_l2"] == m["test_rel_l2"]
 
