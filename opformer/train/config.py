@@ -299,6 +299,11 @@ def field_table(cfg: dict) -> str:
         lines.append("")
     lines.append("Set any of them with --FIELD VALUE; --model picks another model ("
                  + ", ".join(task.models) + ").")
+    small = bool(task.small_grid_defaults or task.small_grid_train_defaults)
+    if small or "modes" in run.model or "coarse_size" in run.model:
+        lines.append("These are the preset's values: training fits the grid-dependent sizes"
+                     + (" and the task's small-grid defaults" if small else "") +
+                     " to the data (a value you set is kept); --print-config shows the values it will use.")
     return "\n".join(lines)
 
 

@@ -172,6 +172,7 @@ def test_cli_preset_help_lists_every_field_with_its_value(capsys):
     assert rows["--n-train"] == "1024" and rows["--n-test"] == "null" and rows["--data"] == "null"
     assert rows["--epochs"] == "100" and rows["--kind"] == "galerkin"
     assert "peak learning rate" in out and "--model picks another model" in out
+    assert "These are the preset's values" in out and "--print-config shows the values it will use" in out
     assert main(["train", "darcy-inverse-gt", "--help"]) == 0
     rows = {line.split()[0]: line.split()[1] for line in capsys.readouterr().out.splitlines()
             if line.startswith("  --")}
