@@ -101,7 +101,8 @@ class EncoderConfig:
     FIELD_HELP: ClassVar[dict[str, str]] = {
         "kind": "attention kind: galerkin, fourier, softmax or linear",
         "norm_scheme": "galerkin: per-head layer norm inside the attention, on K,V (galerkin, linear) or Q,K "
-                       "(fourier, softmax), eq. 4; regular: post-LN after each residual sum, eq. 7",
+                       "(fourier, softmax), eq. 4; regular: post-LN after each residual sum, eq. 7; pre: layer norm on the "
+                       "input of each residual branch (pre-LN, not in the paper)",
         "d_model": "width of the encoder's features (divisible by n_heads)",
         "num_layers": "encoder layers",
         "n_heads": "attention heads per encoder layer",

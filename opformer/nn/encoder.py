@@ -1,4 +1,5 @@
-"""Encoder layer and stack (Cao 2021, eq. (4) "galerkin" norm scheme and eq. (7) "regular" post-LN scheme)."""
+"""Encoder layer and stack (Cao 2021, eq. (4) "galerkin" norm scheme and eq. (7) "regular" post-LN scheme; and the
+pre-LN scheme of ViT-style transformers, not in the paper)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from .attention import SimpleAttention
 
 __all__ = ["FeedForward", "EncoderLayer", "Encoder", "NORM_SCHEMES", "ACTIVATIONS"]
 
-NORM_SCHEMES = ("galerkin", "regular")
+NORM_SCHEMES = ("galerkin", "regular", "pre")
 
 
 #: elements of a backward temporary formed at once (a block of rows): 1M floats, 4 MiB in float32
@@ -96,6 +97,9 @@ class EncoderLayer(nn.Module):
         y = x + Drop(Attn(x)),  out = y + Drop(g(y)).
     ``norm_scheme="regular"`` (eq. 7): post-LN, no Q/K/V norm:
         y = LN1(x + Drop(Attn(x))),  out = LN2(y + Drop(g(y))).
+    ``norm_scheme="pre"`` (pre-LN, as in ViT; not in the paper): no Q/K/V norm, the branches see normalized inputs
+    and the residual stream is never normalized:
+        y = x + Drop(Attn(LN1(x))),  out = y + Drop(g(LN2(y))).
 
     Shapes: ``x`` (batch, n, d_model), ``pos`` (batch, n, pos_dim), ``weights`` (batch, n) -> (batch, n, d_model).
     Extra keyword arguments go to :class:`~opformer.nn.SimpleAttention` (init, eta, delta, scale, chunk_size, ...).
@@ -136,7 +140,7 @@ class EncoderLayer(nn.Module):
         self.ffn = FeedForward(d_model, dim_feedforward, dropout if ffn_dropout is None else ffn_dropout, activation)
         self.drop1, self.drop2 = nn.Dropout(dropout), nn.Dropout(dropout)
         self.conditioned = bool(conditioned)
-        if norm_scheme == "regular":  # with conditioning the post-LNs are the lead-time conditioned ones
+        if norm_scheme in ("regular", "pre"):  # with conditioning these norms are the lead-time conditioned ones
             norm = ConditionalLayerNorm if conditioned else nn.LayerNorm
             self.ln1 = norm(d_model, eps=norm_eps)
             self.ln2 = norm(d_model, eps=norm_eps)
@@ -146,6 +150,11 @@ class EncoderLayer(nn.Module):
         """``lead_time`` (batch,) conditions the norms of a ``conditioned`` layer (ignored otherwise)."""
         if not self.conditioned:
             lead_time = None
+        if self.norm_scheme == "pre":
+            n1 = self.ln1(x, lead_time) if self.conditioned else self.ln1(x)
+            y = x + self.drop1(self.attn(n1, pos, weights, lead_time=lead_time))
+            n2 = self.ln2(y, lead_time) if self.conditioned else self.ln2(y)
+            return y + self.drop2(self.ffn(n2))
         # without active residual-branch dropout the sums x + Attn(x), y + g(y) are taken inside the fused paths
         if self.training and self.drop1.p > 0:
             y = x + self.drop1(self.attn(x, pos, weights, lead_time=lead_time))

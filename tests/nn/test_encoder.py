@@ -8,7 +8,7 @@ from opformer.nn import Encoder, EncoderLayer
 KINDS = ["galerkin", "fourier", "softmax", "linear"]
 
 
-@pytest.mark.parametrize("scheme", ["galerkin", "regular"])
+@pytest.mark.parametrize("scheme", ["galerkin", "regular", "pre"])
 @pytest.mark.parametrize("kind", KINDS)
 def test_gradients_reach_every_parameter(kind, scheme):
     torch.manual_seed(0)
@@ -52,8 +52,31 @@ def test_galerkin_scheme_propagates_scale_through_the_residual():
     torch.testing.assert_close(layer(x, torch.rand(2, 10, 1)), x)
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_pre_scheme_normalizes_the_branch_inputs_and_never_the_residual_stream(kind):
+    """Pre-LN: out = y + g(LN2(y)), y = x + Attn(LN1(x)), float64; no Q/K/V norm; the layer is invariant to a shift
+    and a positive scale of x in its branches only (with zeroed branches it is the identity at any scale), and a
+    common shift c of x moves the output by exactly c (the norms remove it from the branches)."""
+    torch.manual_seed(0)
+    layer = EncoderLayer(16, 2, kind, 32, pos_dim=1, norm_scheme="pre").double()
+    assert len(layer.attn.norms) == 0
+    x = torch.randn(2, 21, 16, dtype=torch.float64)
+    pos = torch.rand(2, 21, 1, dtype=torch.float64)
+    y = x + layer.attn(torch.nn.functional.layer_norm(x, (16,), layer.ln1.weight, layer.ln1.bias, layer.ln1.eps), pos)
+    want = y + layer.ffn(torch.nn.functional.layer_norm(y, (16,), layer.ln2.weight, layer.ln2.bias, layer.ln2.eps))
+    torch.testing.assert_close(layer(x, pos), want, rtol=1e-12, atol=1e-12)
+    shift = 3.0 * torch.ones(16, dtype=torch.float64)
+    torch.testing.assert_close(layer(x + shift, pos), layer(x, pos) + shift, rtol=1e-10, atol=1e-10)
+    with torch.no_grad():
+        layer.attn.out_proj.weight.zero_()
+        layer.attn.out_proj.bias.zero_()
+        layer.ffn.net[-1].weight.zero_()
+        layer.ffn.net[-1].bias.zero_()
+    torch.testing.assert_close(layer(100 * x, pos), 100 * x)
+
+
 def test_unknown_norm_scheme():
-    with pytest.raises(ValueError, match=r"unknown norm_scheme 'post'; known: \['galerkin', 'regular'\]"):
+    with pytest.raises(ValueError, match=r"unknown norm_scheme 'post'; known: \['galerkin', 'regular', 'pre'\]"):
         EncoderLayer(8, 1, "galerkin", norm_scheme="post")
 
 
