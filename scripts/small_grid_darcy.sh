@@ -4,7 +4,8 @@
 # every 33^2 model on the 17^2 one, on the data's grid and on the training grid).  CPU-reduced, one torch thread a
 # run; the 17^2 runs take 5-15 minutes each, the 33^2 ones 15-60 minutes on a 2-core AMD EPYC.
 #   bash scripts/small_grid_darcy.sh              # then: python scripts/collect_results.py --spread runs/small-grid/17
-# SEEDS: the seeds of the 17^2 rows (default "1127802 2 3"); DATA, OUT: where the data and the runs go.
+# SEEDS: the seeds of the 17^2 rows (default "1127802 2 3"); DATA, OUT: where the data and the runs go; ONLY: the
+# names of the runs to make (e.g. ONLY="17/fno-2 33/fno-seed3"; then no cross-grid evaluation).
 set -euo pipefail
 DATA=${DATA:-data}
 OUT=${OUT:-runs/small-grid}
@@ -36,8 +37,9 @@ import os
 os.replace(sys.argv[2] + ".partial", sys.argv[2])
 PY
 
-run() {  # NAME ARGS...: train once (a finished run is kept)
+run() {  # NAME ARGS...: train once (a finished run is kept); with ONLY set, only the runs it names
   local name=$1; shift
+  case " ${ONLY:-$name} " in *" $name "*) ;; *) return 0 ;; esac
   [ -f "$OUT/$name/metrics.json" ] && return 0
   opformer train darcy "$@" --no-progress --threads "$OMP_NUM_THREADS" --overwrite --out "$OUT/$name" \
     || echo "run $name failed"
@@ -97,6 +99,13 @@ run 17/ft-drop0-lr1e-3-pct0.15-seed1127802 --model ft-regular "${C17[@]}" "${NO_
 # and without the 1/sqrt(d) on the FT's scores (--scale null, eq. 5 as printed), the change that helped at 85^2
 run 33/ft-drop0-lr1e-3-pct0.15-scale1 --model ft-regular "${C33[@]}" "${NO_DROPOUT[@]}" "${FT_RATES[@]}" --scale null
 run 17/ft-drop0-lr1e-3-pct0.15-scale1-seed1127802 --model ft-regular "${C17[@]}" "${NO_DROPOUT[@]}" "${FT_RATES[@]}" --scale null
+# the FT with those defaults (the darcy task's for the Fourier-type model now) on the other seeds
+for seed in $SEEDS; do
+  run "17/ft-drop0-lr1e-3-pct0.15-scale1-seed$seed" --model ft-regular "${C17[@]}" "${NO_DROPOUT[@]}" "${FT_RATES[@]}" \
+    --scale null --seed "$seed"
+  [ "$seed" = 1127802 ] || run "33/ft-drop0-lr1e-3-pct0.15-scale1-seed$seed" --model ft-regular "${C33[@]}" \
+    "${NO_DROPOUT[@]}" "${FT_RATES[@]}" --scale null --seed "$seed"
+done
 # what a user gets without flags: the preset's batch 4 (the paper's), both models
 C33B4=(--data "$DATA/d33b.h5" --test-data "$DATA/d33_test.h5" --n-train 1024 --n-val 50 --epochs 20)
 for seed in $SEEDS; do
@@ -104,6 +113,7 @@ for seed in $SEEDS; do
   run "33-b4/gt-seed$seed" --model gt "${C33B4[@]}" --seed "$seed"
 done
 
+[ -n "${ONLY:-}" ] && exit 0
 # every model on the other grid's test set: on the data's grid (never) and on its training grid (always)
 for ck in "$OUT"/17/*/checkpoints/best.ckpt "$OUT"/17-other/*/checkpoints/best.ckpt "$OUT"/33/*/checkpoints/best.ckpt \
           "$OUT"/33-b8/*/checkpoints/best.ckpt; do
