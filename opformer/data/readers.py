@@ -27,7 +27,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from ..pde.errors import DataError
+from ..pde.errors import DataError, MissingKeyError
 from ..pde.storage import FORMAT, canonical_recipe, read_header, recipe_diff
 
 __all__ = ["ArraySource", "open_source", "load_arrays", "resolve_paths"]
@@ -95,7 +95,7 @@ class _File:
         available = sorted(str(k) for k in available)
         for key in self.keys:
             if key not in available:
-                raise DataError(f"{self.path}: key {key!r} not found; available keys: {available}")
+                raise MissingKeyError(f"{self.path}: key {key!r} not found; available keys: {available}")
 
     def _probe_hdf5(self) -> None:
         try:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["DataError"]
+__all__ = ["DataError", "MissingKeyError"]
 
 
 class DataError(ValueError):
@@ -13,3 +13,7 @@ class DataError(ValueError):
     the file it should describe. The message always names the file and, where it applies, the key and the
     expected versus the found shape.
     """
+
+
+class MissingKeyError(DataError):
+    """A data file lacks an array the request names (the command-line tools add how to name other arrays)."""

@@ -34,7 +34,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from .errors import DataError
+from .errors import DataError, MissingKeyError
 
 __all__ = [
     "FORMAT",
@@ -92,7 +92,7 @@ def read_samples(path: str | os.PathLike, key: str, lo: int, hi: int) -> np.ndar
     try:
         with h5py.File(path, "r") as h5:
             if key not in h5:
-                raise DataError(f"{path}: key {key!r} not found; available keys: {sorted(h5)}")
+                raise MissingKeyError(f"{path}: key {key!r} not found; available keys: {sorted(h5)}")
             return h5[key][lo:hi]
     except OSError as exc:
         if "checksum" in str(exc).lower() or "filter returned failure" in str(exc):

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import csv
 import json
-import sys
 from pathlib import Path
 from typing import Optional
 
 import numpy as np
 
 from ..atomic import atomic_write_text, replacing
+from .cli import _fail, _message
 
 __all__ = ["register", "rollout_file"]
 
@@ -34,11 +34,6 @@ def register(sub) -> None:
     r.set_defaults(func=_run)
 
 
-def _fail(msg: str) -> int:
-    print(f"opformer: error: {msg}", file=sys.stderr)
-    return 2
-
-
 def _run(args) -> int:
     from ..config import ConfigError
     from ..pde.errors import DataError
@@ -52,7 +47,7 @@ def _run(args) -> int:
         m = rollout_file(args.model, data=args.data, mode=args.mode, step=args.step, times=times, out=args.out,
                          key=args.keys, samples=args.samples, show=args.show)
     except (ConfigError, DataError, LoadError) as exc:
-        return _fail(str(exc))
+        return _fail(_message(exc))
     known = [(t, e) for t, e in zip(m["times"], m["rel_l2"]) if e is not None]
     if known:
         print(f"{m['mode']} rollout of {m['n']} trajectories ({m['trajectories']}): mean relative L2 over time {m['mean_rel_l2']:.4e}, "

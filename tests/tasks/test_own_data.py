@@ -128,6 +128,9 @@ def test_a_failed_start_leaves_no_directory(own_file, tmp_path, capsys):
         assert code == 2, bad
         assert not out.exists(), f"{bad} left {list(out.rglob('*'))}"
         assert bad[0] in err or "nope" in err, err
+        if bad[0] == "--keys":  # a missing array: the line names the file's arrays and the flag that picks them
+            assert err.count("\n") == 1 and "key 'nope' not found; available keys:" in err, err
+            assert err.rstrip().endswith("; name the arrays with --keys"), err
 
 
 def test_bad_values_give_one_line_errors_in_flag_terms(own_file, tmp_path, capsys):
