@@ -136,3 +136,34 @@ run ft85-d32       darcy-ft-cpu "${FT85[@]}" --d-model 32 --dim-feedforward 64
 run ft85-enc0.5    darcy-ft-cpu "${FT85[@]}" --lr-scale encoder=0.5
 run ft85-scale1    darcy-ft-cpu "${FT85[@]}" --scale null   # no 1/sqrt(d) on the scores (eq. 5 as printed)
 run ft85-scale4    darcy-ft-cpu "${FT85[@]}" --scale 4      # four times the scores of eq. 5
+# on top of the current default (FT85 without the 1/sqrt(d), pinned so the rows keep their meaning): the encoder's
+# rate, Adam, the H1 weight, the peak and the warm-up, the start, the attention grid, weight decay, the clip
+FTS=("${D64_DROP0[@]}" --lr 1e-3 --pct-start 0.15 --scale null)
+run fts-enc0.25    darcy-ft-cpu "${FTS[@]}" --lr-scale encoder=0.25
+run fts-beta2-0.98 darcy-ft-cpu "${FTS[@]}" --adam-beta2 0.98
+run fts-gamma0.25  darcy-ft-cpu "${FTS[@]}" --gamma 0.25
+run fts-gamma1     darcy-ft-cpu "${FTS[@]}" --gamma 1.0
+run fts-lr1.5e-3   darcy-ft-cpu "${FTS[@]}" --lr 1.5e-3
+run fts-pct0.08    darcy-ft-cpu "${FTS[@]}" --pct-start 0.08
+run fts-init0.1    darcy-ft-cpu "${FTS[@]}" --eta 0.1 --delta 0.1
+run fts-c43        darcy-ft-cpu "${FTS[@]}" --coarse-size 43
+run fts-wd1e-4     darcy-ft-cpu "${FTS[@]}" --weight-decay 1e-4
+run fts-noclip     darcy-ft-cpu "${FTS[@]}" --grad-clip 100
+# ... width, FFN, activation, depth, heads, batch, the spectral decoder, the schedule's starting rate
+run fts-d128       darcy-ft-cpu "${FTS[@]}" --d-model 128 --dim-feedforward 256
+run fts-d96        darcy-ft-cpu "${FTS[@]}" --d-model 96 --dim-feedforward 192
+run fts-ffn256     darcy-ft-cpu "${FTS[@]}" --dim-feedforward 256
+run fts-gelu       darcy-ft-cpu "${FTS[@]}" --activation gelu
+run fts-l8         darcy-ft-cpu "${FTS[@]}" --num-layers 8
+run fts-b2         darcy-ft-cpu "${FTS[@]}" --batch-size 2
+run fts-decw64     darcy-ft-cpu "${FTS[@]}" --decoder-width 64
+run fts-modes14    darcy-ft-cpu "${FTS[@]}" --modes 14
+run fts-h2         darcy-ft-cpu "${FTS[@]}" --n-heads 2
+run fts-div100     darcy-ft-cpu "${FTS[@]}" --div-factor 100
+# ... and the Ln on Q,K inside the attention (eq. 4, the Burgers FT) instead of post-LN, with one rate and with the GT's
+# encoder at 0.1
+run fts-qk         darcy-ft-cpu "${FTS[@]}" --norm-scheme galerkin
+run fts-qk-enc0.1  darcy-ft-cpu "${FTS[@]}" --norm-scheme galerkin --lr-scale encoder=0.1
+# ... and pre-LN (the branches see normalized inputs; not in the paper), with one rate and with the encoder at 0.1
+run fts-pre        darcy-ft-cpu "${FTS[@]}" --norm-scheme pre
+run fts-pre-enc0.1 darcy-ft-cpu "${FTS[@]}" --norm-scheme pre --lr-scale encoder=0.1

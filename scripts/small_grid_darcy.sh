@@ -111,12 +111,13 @@ C33B4=(--data "$DATA/d33b.h5" --test-data "$DATA/d33_test.h5" --n-train 1024 --n
 for seed in $SEEDS; do
   run "33-b4/fno-seed$seed" --model fno "${C33B4[@]}" --seed "$seed"
   run "33-b4/gt-seed$seed" --model gt "${C33B4[@]}" --seed "$seed"
+  run "33-b4/ft-seed$seed" --model ft-regular "${C33B4[@]}" --seed "$seed"   # the FT with the task's FT defaults
 done
 
 [ -n "${ONLY:-}" ] && exit 0
 # every model on the other grid's test set: on the data's grid (never) and on its training grid (always)
 for ck in "$OUT"/17/*/checkpoints/best.ckpt "$OUT"/17-other/*/checkpoints/best.ckpt "$OUT"/33/*/checkpoints/best.ckpt \
-          "$OUT"/33-b8/*/checkpoints/best.ckpt; do
+          "$OUT"/33-b8/*/checkpoints/best.ckpt "$OUT"/33-b4/*/checkpoints/best.ckpt; do
   [ -f "$ck" ] || continue
   case "$ck" in "$OUT"/33*) other="$DATA/d17_test.h5";; *) other="$DATA/d33_test.h5";; esac
   for mode in never always; do
