@@ -22,6 +22,7 @@
 #   RUNS="inv-ft-eps0 inv-ft-eps0.01 inv-gt-eps0.01-postln inv-gt-eps0-postln inv-fno-eps0.01 inv-fno-eps0" \
 #       bash scripts/darcy85.sh                                           # the inverse table (Table 3, reduced)
 #   OUT=runs/d85-s2 RUNS="inv-gt-eps0.01-postln" bash scripts/darcy85.sh --seed 2   # its seeds (2, 3)
+#   RUNS="fts-b2 fts-decw64 fts-pre" bash scripts/darcy85.sh --threads 1   # changes to the FT's current default
 #
 # Extra arguments go to every `opformer train` (e.g. --seed 2, --threads 1).
 # The inverse rows name --norm-scheme and --adam-beta2 where they ran with settings that are no longer the CPU
@@ -149,21 +150,17 @@ run fts-init0.1    darcy-ft-cpu "${FTS[@]}" --eta 0.1 --delta 0.1
 run fts-c43        darcy-ft-cpu "${FTS[@]}" --coarse-size 43
 run fts-wd1e-4     darcy-ft-cpu "${FTS[@]}" --weight-decay 1e-4
 run fts-noclip     darcy-ft-cpu "${FTS[@]}" --grad-clip 100
-# ... width, FFN, activation, depth, heads, batch, the spectral decoder, the schedule's starting rate
-run fts-d128       darcy-ft-cpu "${FTS[@]}" --d-model 128 --dim-feedforward 256
+# ... width, FFN, activation, heads, batch, the spectral decoder's width, the schedule's starting rate
 run fts-d96        darcy-ft-cpu "${FTS[@]}" --d-model 96 --dim-feedforward 192
 run fts-ffn256     darcy-ft-cpu "${FTS[@]}" --dim-feedforward 256
 run fts-gelu       darcy-ft-cpu "${FTS[@]}" --activation gelu
-run fts-l8         darcy-ft-cpu "${FTS[@]}" --num-layers 8
 run fts-b2         darcy-ft-cpu "${FTS[@]}" --batch-size 2
 run fts-decw64     darcy-ft-cpu "${FTS[@]}" --decoder-width 64
-run fts-modes14    darcy-ft-cpu "${FTS[@]}" --modes 14
 run fts-h2         darcy-ft-cpu "${FTS[@]}" --n-heads 2
 run fts-div100     darcy-ft-cpu "${FTS[@]}" --div-factor 100
 # ... and the Ln on Q,K inside the attention (eq. 4, the Burgers FT) instead of post-LN, with one rate and with the GT's
 # encoder at 0.1
 run fts-qk         darcy-ft-cpu "${FTS[@]}" --norm-scheme galerkin
 run fts-qk-enc0.1  darcy-ft-cpu "${FTS[@]}" --norm-scheme galerkin --lr-scale encoder=0.1
-# ... and pre-LN (the branches see normalized inputs; not in the paper), with one rate and with the encoder at 0.1
+# ... and pre-LN (the branches see normalized inputs; not in the paper)
 run fts-pre        darcy-ft-cpu "${FTS[@]}" --norm-scheme pre
-run fts-pre-enc0.1 darcy-ft-cpu "${FTS[@]}" --norm-scheme pre --lr-scale encoder=0.1
