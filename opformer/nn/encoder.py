@@ -151,21 +151,23 @@ class EncoderLayer(nn.Module):
         if not self.conditioned:
             lead_time = None
         if self.norm_scheme == "pre":
-            n1 = self.ln1(x, lead_time) if self.conditioned else self.ln1(x)
-            y = x + self.drop1(self.attn(n1, pos, weights, lead_time=lead_time))
-            n2 = self.ln2(y, lead_time) if self.conditioned else self.ln2(y)
-            return y + self.drop2(self.ffn(n2))
+            y = x + self.drop1(self.attn(self._norm(self.ln1, x, lead_time), pos, weights, lead_time=lead_time))
+            return y + self.drop2(self.ffn(self._norm(self.ln2, y, lead_time)))
         # without active residual-branch dropout the sums x + Attn(x), y + g(y) are taken inside the fused paths
         if self.training and self.drop1.p > 0:
             y = x + self.drop1(self.attn(x, pos, weights, lead_time=lead_time))
         else:
             y = self.attn(x, pos, weights, residual=True, lead_time=lead_time)
         if self.norm_scheme == "regular":
-            y = self.ln1(y, lead_time) if self.conditioned else self.ln1(y)
+            y = self._norm(self.ln1, y, lead_time)
         out = y + self.drop2(self.ffn(y)) if self.training and self.drop2.p > 0 else self.ffn.residual(y)
         if self.norm_scheme != "regular":
             return out
-        return self.ln2(out, lead_time) if self.conditioned else self.ln2(out)
+        return self._norm(self.ln2, out, lead_time)
+
+    def _norm(self, ln: nn.Module, x: Tensor, lead_time: Optional[Tensor]) -> Tensor:
+        """``ln(x)``, conditioned on ``lead_time`` in a ``conditioned`` layer."""
+        return ln(x, lead_time) if self.conditioned else ln(x)
 
 
 class Encoder(nn.Module):

@@ -74,16 +74,15 @@ def register_prepare(data_sub) -> None:
     p.set_defaults(func=_run_prepare)
 
 
-def _fail(msg: str) -> int:
-    print(f"opformer: error: {msg}", file=sys.stderr)
-    return 2
-
-
-def _message(exc: Exception) -> str:
-    """An error's one line for the command line: a missing array also says how to name others."""
+def _fail(msg) -> int:
+    """Print one error line (``msg``: a message, or the exception to describe; a missing array also says how to name
+    others) and return the exit status 2."""
     from ..pde.errors import MissingKeyError
 
-    return f"{exc}; name the arrays with --keys" if isinstance(exc, MissingKeyError) else str(exc)
+    if isinstance(msg, MissingKeyError):
+        msg = f"{msg}; name the arrays with --keys"
+    print(f"opformer: error: {msg}", file=sys.stderr)
+    return 2
 
 
 def _errors():
@@ -107,7 +106,7 @@ def _run_prepare(args) -> int:
             run.data.workers = args.workers
             files = ensure_files(run.task, run.data, run.options)
         except _errors() as exc:
-            return _fail(_message(exc))
+            return _fail(exc)
         except KeyboardInterrupt:
             print("interrupted: the finished samples are kept; run the same command to resume", file=sys.stderr)
             return 130
@@ -131,12 +130,12 @@ def _print_config(run, explicit, preset: str) -> int:
                     "# grid (training may change grid-dependent sizes and small-grid defaults, and says so);",
                     f"# `opformer data prepare {preset}` generates it, and then this shows the fitted config"]
         else:
-            bundle = run.task.load(run.data, run.options, files)
+            bundle = run.task.load(run.data, run.options, files, splits=("train",))  # what the fitting reads
             notes = fit_run(run, bundle, set(explicit))
             head = [f"# fitted to the data {files['train']}" + (":" if notes else " (nothing changed)")]
             head += [f"# note: {note}" for note in notes]
     except _errors() as exc:
-        return _fail(_message(exc))
+        return _fail(exc)
     print("\n".join(head))
     print(yaml.safe_dump(run.raw, sort_keys=False))
     return 0
@@ -185,7 +184,7 @@ def _train(args: argparse.Namespace) -> int:
             return 0
         run = resolve(cfg)
     except (ConfigError, DataError) as exc:
-        return _fail(_message(exc))
+        return _fail(exc)
     if args.print_config:
         return _print_config(run, explicit, args.preset)
     _quiet_lightning()
@@ -210,7 +209,7 @@ def _train(args: argparse.Namespace) -> int:
             metrics = train(cfg, out, resume=args.resume, overwrite=args.overwrite, progress=not args.no_progress,
                             explicit=frozenset(explicit))
     except (RunDirError, DivergenceError, DataError, ConfigError, LoadError) as exc:
-        return _fail(_message(exc))
+        return _fail(exc)
     except OSError as exc:  # a full disk, a directory that vanished, a permission taken away
         where = f"{exc.filename}: " if exc.filename else ""
         return _fail(f"{where}{exc.strerror or exc}")
@@ -334,7 +333,7 @@ def _eval(args: argparse.Namespace) -> int:
         try:
             err = check_error(args.model, workers=None)
         except _errors() as exc:
-            return _fail(_message(exc))
+            return _fail(exc)
         print(f"test relative L2 of {args.model}: {err:.4e} on samples [{check['start']}, {check['stop']}) of its "
               f"test recipe, regenerated (recorded {check['test_rel_l2']:.4e})")
         return 0
@@ -343,7 +342,7 @@ def _eval(args: argparse.Namespace) -> int:
             m = evaluate(args.model, data=args.data, keys=_keys(args.keys), resolution=args.resolution, out=args.out,
                          batch_size=args.batch_size, resample=args.resample)
     except _errors() as exc:
-        return _fail(_message(exc))
+        return _fail(exc)
     grid = "x".join(map(str, m["resolution"]))
     print(f"test relative L2 on {grid}: {m['test_rel_l2']:.4e} ({m['n_test']} samples of {m['data']})")
     print("plots: " + ", ".join(m["plots"]))
@@ -362,7 +361,7 @@ def _predict(args: argparse.Namespace) -> int:
 
             load(args.model).save_pretrained(args.save_pretrained)
     except _errors() as exc:
-        return _fail(_message(exc))
+        return _fail(exc)
     err = f", mean relative L2 {s['test_rel_l2']:.4e}" if "test_rel_l2" in s else ""
     print(f"wrote {s['out']}: {s['n']} predictions{err}")
     if args.save_pretrained:

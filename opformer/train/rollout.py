@@ -12,7 +12,7 @@ from typing import Optional
 import numpy as np
 
 from ..atomic import atomic_write_text, replacing
-from .cli import _fail, _message
+from .cli import _fail
 
 __all__ = ["register", "rollout_file"]
 
@@ -47,7 +47,7 @@ def _run(args) -> int:
         m = rollout_file(args.model, data=args.data, mode=args.mode, step=args.step, times=times, out=args.out,
                          key=args.keys, samples=args.samples, show=args.show)
     except (ConfigError, DataError, LoadError) as exc:
-        return _fail(_message(exc))
+        return _fail(exc)
     known = [(t, e) for t, e in zip(m["times"], m["rel_l2"]) if e is not None]
     if known:
         print(f"{m['mode']} rollout of {m['n']} trajectories ({m['trajectories']}): mean relative L2 over time {m['mean_rel_l2']:.4e}, "
