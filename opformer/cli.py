@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from . import __version__
@@ -25,12 +26,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args, extra = parser.parse_known_args(argv)
-    if extra and not getattr(args, "accepts_extra", False):
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
-    args.extra = extra
-    return int(args.func(args) or 0)
+    try:
+        parser = build_parser()
+        args, extra = parser.parse_known_args(argv)
+        if extra and not getattr(args, "accepts_extra", False):
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        args.extra = extra
+        return int(args.func(args) or 0)
+    except BrokenPipeError:
+        # The reader of the output went away (`opformer ... | head`): stop quietly, as other command-line tools
+        # do, and point stdout at /dev/null so that the flush at exit does not raise again.
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError):
+            pass
+        return 141  # 128 + SIGPIPE, what a shell reports for a command stopped by a closed pipe
 
 
 if __name__ == "__main__":  # pragma: no cover
