@@ -14,7 +14,7 @@ BUNDLED = list_pretrained()
 
 
 def test_the_package_ships_bundled_models():
-    assert {"burgers-ft", "burgers-gt", "darcy33-gt", "darcy33-scot"} <= set(BUNDLED)
+    assert {"burgers-ft", "burgers-gt", "darcy33-ft", "darcy33-gt", "darcy33-scot"} <= set(BUNDLED)
 
 
 @pytest.fixture(scope="module")
