@@ -95,3 +95,12 @@ def test_another_grid_runs_on_the_training_grid_or_with_the_modes_it_resolves(tm
         assert preds[mode].shape == (2, 17, 17) and np.isfinite(preds[mode]).all()
     # two different computations (u is about 1e-2 here, so the difference is taken relative to it)
     assert np.linalg.norm(preds["auto"] - preds["never"]) > 1e-2 * np.linalg.norm(preds["never"])
+
+
+@pytest.mark.parametrize("command", ["eval", "predict"])
+def test_the_help_names_every_bundled_model(command, capsys):
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    text = " ".join(capsys.readouterr().out.split())  # argparse wraps the help text
+    for name in BUNDLED:
+        assert name in text, name

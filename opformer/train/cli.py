@@ -11,6 +11,12 @@ import warnings
 from pathlib import Path
 
 
+def _bundled_names() -> str:
+    """The bundled models' names for the help texts (a directory listing: no torch import at parser build time)."""
+    root = Path(__file__).resolve().parent.parent / "pretrained"
+    return ", ".join(sorted(card.parent.name for card in root.glob("*/card.json"))) or "none"
+
+
 def register(sub) -> None:
     p = sub.add_parser(
         "train",
@@ -42,7 +48,8 @@ def register(sub) -> None:
 
     e = sub.add_parser("eval", help="evaluate a trained model on a data file, at any resolution")
     e.add_argument("model", help="a checkpoint (runs/NAME/checkpoints/best.ckpt), a save_pretrained directory or a "
-                                 "bundled model's name (without --data: its test samples, regenerated)")
+                                 f"bundled model's name ({_bundled_names()}; without --data: its test samples, "
+                                 "regenerated)")
     e.add_argument("--data", help="data file: all its samples are the test set (default: the run's test split)")
     e.add_argument("--keys", help="input and target array names, INPUT,TARGET (default: the training keys)")
     e.add_argument("--resolution", type=int, help="evaluation grid, a stride of the stored one (e.g. 2048)")
@@ -52,7 +59,8 @@ def register(sub) -> None:
     e.set_defaults(func=_eval)
 
     q = sub.add_parser("predict", help="write a trained model's predictions for a data file")
-    q.add_argument("model", help="a checkpoint, a save_pretrained directory or a bundled model's name")
+    q.add_argument("model", help="a checkpoint, a save_pretrained directory or a bundled model's name "
+                                 f"({_bundled_names()})")
     q.add_argument("--data", required=True, help="data file with the inputs (and targets, for per-sample errors)")
     q.add_argument("--keys", help="INPUT[,TARGET] array names (default: the training keys)")
     q.add_argument("--resolution", type=int, help="predict on a stride of the stored grid")
