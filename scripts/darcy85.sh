@@ -158,6 +158,7 @@ run fts-b2         darcy-ft-cpu "${FTS[@]}" --batch-size 2
 run fts-decw64     darcy-ft-cpu "${FTS[@]}" --decoder-width 64
 run fts-h2         darcy-ft-cpu "${FTS[@]}" --n-heads 2
 run fts-div100     darcy-ft-cpu "${FTS[@]}" --div-factor 100
+run fts-enc2       darcy-ft-cpu "${FTS[@]}" --lr-scale encoder=2   # the attention learns late here: a faster encoder
 # ... and the Ln on Q,K inside the attention (eq. 4, the Burgers FT) instead of post-LN, with one rate and with the GT's
 # encoder at 0.1
 run fts-qk         darcy-ft-cpu "${FTS[@]}" --norm-scheme galerkin
