@@ -27,7 +27,12 @@ __all__ = [
     "help_text",
     "suggest",
     "opt",
+    "RESAMPLE",
 ]
+
+#: where a loaded model runs on a grid other than its training grid: "auto" (on the training grid for models whose
+#: layers act on grid cells), "always" (on the training grid), "never" (on the data's grid)
+RESAMPLE = ("auto", "always", "never")
 
 
 class ConfigError(ValueError):

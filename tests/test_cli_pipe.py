@@ -6,13 +6,16 @@ import os
 import subprocess
 import sys
 
+#: `opformer train --list` in a fresh interpreter: output that starts with the first write
+LIST_PRESETS = [sys.executable, "-c", "import sys; from opformer.cli import main; sys.exit(main(['train', '--list']))"]
+
 
 def test_closed_pipe_gives_no_traceback() -> None:
     read_end, write_end = os.pipe()
     os.close(read_end)  # the reader is gone before the command writes a line: every write fails with EPIPE
     try:
         proc = subprocess.run(
-            [sys.executable, "-c", "import sys; from opformer.cli import main; sys.exit(main(['train', '--list']))"],
+            LIST_PRESETS,
             stdout=write_end,
             stderr=subprocess.PIPE,
             text=True,
@@ -27,7 +30,7 @@ def test_closed_pipe_gives_no_traceback() -> None:
 
 def test_open_pipe_still_succeeds() -> None:
     proc = subprocess.run(
-        [sys.executable, "-c", "import sys; from opformer.cli import main; sys.exit(main(['train', '--list']))"],
+        LIST_PRESETS,
         capture_output=True,
         text=True,
         timeout=120,

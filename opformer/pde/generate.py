@@ -535,9 +535,18 @@ def generate_dataset(
 
 
 def _progress_bar(**kwargs):
+    import sys
+
     from tqdm.auto import tqdm
 
-    return tqdm(unit="sample", dynamic_ncols=True, **kwargs)
+    try:
+        terminal = sys.stderr.isatty()
+    except (AttributeError, ValueError):  # replaced or closed stream
+        terminal = False
+    # a text bar written to a log file is redrawn once a minute instead of ten times a second (a notebook's widget
+    # bar is left as it is)
+    slow = not terminal and not any(c.__module__ == "tqdm.notebook" for c in tqdm.__mro__)
+    return tqdm(unit="sample", dynamic_ncols=True, mininterval=60.0 if slow else 0.1, **kwargs)
 
 
 def _run_pool(recipe: dict, tasks: list, workers: int, writer: ShardWriter, bar, options: dict) -> None:

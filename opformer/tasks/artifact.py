@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from ..atomic import atomic_write_bytes, atomic_write_text
-from ..config import ConfigError, OpformerWarning
+from ..config import RESAMPLE, ConfigError, OpformerWarning
 from ..data.datasets import UnitGaussianNormalizer
 from .base import Bundle, Operator, Task, get_task, grid_coords, options_from
 from .losses import rel_l2
@@ -84,11 +84,6 @@ def read_checkpoint(path: Union[str, os.PathLike]) -> dict:
     if not isinstance(ck, dict):
         raise LoadError(f"{path}: not an opformer checkpoint (found a {type(ck).__name__})")
     return ck
-
-
-#: where a loaded model runs on a grid other than its training grid: "auto" (on the training grid for models whose
-#: layers act on grid cells, ``grid_bound``), "always" (on the training grid), "never" (on the data's grid)
-RESAMPLE = ("auto", "always", "never")
 
 
 def _check_resample(resample) -> str:
@@ -369,14 +364,14 @@ def load(path: Union[str, os.PathLike], device: Optional[Union[str, torch.device
     2D transformers' CNN parts, U-Net, scOT, ...) on their training grid, with the inputs interpolated to it and the
     predictions back; "always" does so for every model, "never" for none (``RESAMPLE``)."""
     _check_resample(resample)  # before any file is read
-    from .pretrained import list_pretrained, pretrained_path
+    from .pretrained import known_pretrained, pretrained_path
 
     path = Path(path)
     if not path.exists():
         bundled = pretrained_path(str(path))
         if bundled is None:
             raise LoadError(f"{path}: no such file or directory, and no bundled model of that name (bundled: "
-                            f"{', '.join(list_pretrained()) or 'none'})")
+                            f"{known_pretrained()})")
         path = bundled
     if path.is_dir() and not (path / "config.json").exists() and (path / "checkpoints" / "best.ckpt").is_file():
         path = path / "checkpoints" / "best.ckpt"  # a training's run directory (opformer train --out): its best model

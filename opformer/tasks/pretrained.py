@@ -27,36 +27,16 @@ from typing import Optional
 import numpy as np
 import torch
 
+from ..bundled import PRETRAINED_DIR, known_pretrained, list_pretrained, pretrained_path
 from .losses import rel_l2
 
-__all__ = ["PRETRAINED_DIR", "list_pretrained", "pretrained_path", "pretrained_card", "check_error"]
-
-#: where the bundled models live (inside the installed package)
-PRETRAINED_DIR = Path(__file__).resolve().parent.parent / "pretrained"
-
-
-def list_pretrained() -> list[str]:
-    """Names of the bundled models (``opformer.load(NAME)`` loads one)."""
-    if not PRETRAINED_DIR.is_dir():
-        return []
-    return sorted(p.name for p in PRETRAINED_DIR.iterdir() if (p / "card.json").is_file())
-
-
-def pretrained_path(name: str) -> Optional[Path]:
-    """The directory of the bundled model ``name``, or None when there is no such bundled model."""
-    name = str(name)
-    if "/" in name or "\\" in name or name.startswith("."):
-        return None
-    path = PRETRAINED_DIR / name
-    return path if (path / "card.json").is_file() else None
-
+__all__ = ["PRETRAINED_DIR", "list_pretrained", "known_pretrained", "pretrained_path", "pretrained_card", "check_error"]
 
 def pretrained_card(name: str) -> dict:
     """The ``card.json`` of a bundled model (how it was made, its metrics and its check)."""
     path = pretrained_path(name)
     if path is None:
-        known = ", ".join(list_pretrained()) or "none"
-        raise KeyError(f"no bundled model {name!r} (bundled: {known})")
+        raise KeyError(f"no bundled model {name!r} (bundled: {known_pretrained()})")
     return json.loads((path / "card.json").read_text())
 
 

@@ -11,13 +11,21 @@ import warnings
 from pathlib import Path
 
 
-def _bundled_names() -> str:
-    """The bundled models' names for the help texts (a directory listing: no torch import at parser build time)."""
-    root = Path(__file__).resolve().parent.parent / "pretrained"
-    return ", ".join(sorted(card.parent.name for card in root.glob("*/card.json"))) or "none"
+def _progress_bar_wanted(args) -> bool:
+    """A live progress bar only on a terminal: redirected to a log, the bar's redraws would fill the file, so the run
+    writes one line per epoch there instead (as with --no-progress)."""
+    if args.no_progress:
+        return False
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):  # replaced or closed stream
+        return False
 
 
 def register(sub) -> None:
+    from ..bundled import known_pretrained
+
+    bundled = known_pretrained()  # named in the help of eval and predict
     p = sub.add_parser(
         "train",
         help="train an operator learner from a preset",
@@ -39,7 +47,9 @@ def register(sub) -> None:
     p.add_argument("--out", help="output directory (default runs/PRESET)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     p.add_argument("--overwrite", action="store_true", help="replace the run in --out")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--no-progress", action="store_true",
+                   help="one line per epoch instead of a progress bar (the default when the output is not a terminal, "
+                        "e.g. a log file)")
     p.add_argument("--threads", type=int, help="torch threads per process (default: $OMP_NUM_THREADS, else the CPUs "
                                                  "this process may use (affinity, cgroup quota) divided among local "
                                                  "processes, less those other work keeps busy at the start)")
@@ -48,7 +58,7 @@ def register(sub) -> None:
 
     e = sub.add_parser("eval", help="evaluate a trained model on a data file, at any resolution")
     e.add_argument("model", help="a checkpoint (runs/NAME/checkpoints/best.ckpt), a save_pretrained directory or a "
-                                 f"bundled model's name ({_bundled_names()}; without --data: its test samples, "
+                                 f"bundled model's name ({bundled}; without --data: its test samples, "
                                  "regenerated)")
     e.add_argument("--data", help="data file: all its samples are the test set (default: the run's test split)")
     e.add_argument("--keys", help="input and target array names, INPUT,TARGET (default: the training keys)")
@@ -60,7 +70,7 @@ def register(sub) -> None:
 
     q = sub.add_parser("predict", help="write a trained model's predictions for a data file")
     q.add_argument("model", help="a checkpoint, a save_pretrained directory or a bundled model's name "
-                                 f"({_bundled_names()})")
+                                 f"({bundled})")
     q.add_argument("--data", required=True, help="data file with the inputs (and targets, for per-sample errors)")
     q.add_argument("--keys", help="INPUT[,TARGET] array names (default: the training keys)")
     q.add_argument("--resolution", type=int, help="predict on a stride of the stored grid")
@@ -214,7 +224,7 @@ def _train(args: argparse.Namespace) -> int:
     previous = signal.signal(signal.SIGTERM, on_sigterm)
     try:
         with _one_line_warnings():
-            metrics = train(cfg, out, resume=args.resume, overwrite=args.overwrite, progress=not args.no_progress,
+            metrics = train(cfg, out, resume=args.resume, overwrite=args.overwrite, progress=_progress_bar_wanted(args),
                             explicit=frozenset(explicit))
     except (RunDirError, DivergenceError, DataError, ConfigError, LoadError) as exc:
         return _fail(exc)
@@ -319,7 +329,7 @@ def _quiet_lightning() -> None:
 
 
 def _add_resample(parser) -> None:
-    from ..tasks.artifact import RESAMPLE
+    from ..config import RESAMPLE
 
     parser.add_argument("--resample", choices=RESAMPLE, default="auto",
                         help="on a grid other than the training grid: auto runs models whose layers act on grid cells "

@@ -78,3 +78,17 @@ def test_prepare_generates_a_presets_files_once_and_shares_them(tmp_path, monkey
     assert out.count("train ") == 2 and out.count("test ") == 2
     assert _run(["data", "prepare", "darcy-nope"]) == 2
     assert "unknown preset or task 'darcy-nope'" in capsys.readouterr().err
+
+
+def test_data_progress_bar_redraws_rarely_into_a_log_file():
+    """Under pytest stderr is not a terminal, as when the output goes to a log: the text bar is redrawn once a
+    minute, not ten times a second."""
+    import io
+
+    from opformer.pde.generate import _progress_bar
+
+    bar = _progress_bar(total=2, file=io.StringIO())
+    try:
+        assert bar.mininterval == 60.0
+    finally:
+        bar.close()

@@ -545,3 +545,14 @@ def test_training_on_a_file_with_bad_samples_warns_once_per_finding(tiny_config,
     assert "test split, samples 3 (1 of 8): the target has zero norm" in warned[1]
     code = main(["train", str(tiny_config), "--epochs", "1", "--out", str(tmp_path / "good"), "--no-progress"])
     assert code == 0 and "opformer: warning: data:" not in capsys.readouterr().err
+
+
+def test_a_log_file_gets_one_line_per_epoch_not_a_progress_bar(tiny_config, tmp_path, capsys):
+    """Output that is not a terminal (here pytest's capture; a log file in practice) gets the per-epoch lines that
+    --no-progress gives, not the bar's redraws."""
+    assert main(["train", str(tiny_config), "--epochs", "2", "--out", str(tmp_path / "run")]) == 0
+    captured = capsys.readouterr()
+    lines = [line for line in captured.out.splitlines() if line.startswith("epoch ")]
+    assert [line.split()[:3] for line in lines] == [["epoch", "0", "[1/2]"], ["epoch", "1", "[2/2]"]]
+    assert all("val_rel_l2" in line and "s/epoch" in line for line in lines)
+    assert "it/s" not in captured.out + captured.err
