@@ -326,6 +326,10 @@ def _quiet_lightning() -> None:
     warnings.filterwarnings("ignore", message=r"The number of training batches \(\d+\) is smaller than the logging.*")
     # the module's own batch transfer (it skips batches already on the device) is meant to be the one used
     warnings.filterwarnings("ignore", message=r"You have overridden `transfer_batch_to_device` in `LightningModule`.*")
+    # --resume continues in the run's own directories: the earlier metrics.csv is kept as metrics-<k>.csv before
+    # the logger starts, so Lightning's "previous log files will be deleted" and "not empty" notices are wrong there
+    warnings.filterwarnings("ignore", message=r"Experiment logs directory .* exists and is not empty.*")
+    warnings.filterwarnings("ignore", message=r"Checkpoint directory .* exists and is not empty.*")
 
 
 def _add_resample(parser) -> None:

@@ -322,6 +322,42 @@ def test_a_truncated_last_checkpoint_on_resume_is_one_line(finished_run, tiny_co
     assert _tree(finished_run) == before
 
 
+def test_resume_keeps_the_earlier_history_and_says_nothing_about_deleting_it(tiny_config, tmp_path, capsys):
+    """A run stopped after its first checkpoint and resumed from the command line keeps the first part's metrics
+    rows (as metrics-0.csv) and shows none of Lightning's notices that the log or checkpoint directory is not
+    empty and that earlier log files will be deleted."""
+    import warnings
+
+    from opformer import interrupt
+
+    out = tmp_path / "run"
+
+    def stop_after_first_checkpoint():
+        deadline = time.time() + 120
+        while not (out / "checkpoints" / "last.ckpt").exists() and time.time() < deadline:
+            time.sleep(0.01)
+        interrupt._STOP.set()
+
+    setter = threading.Thread(target=stop_after_first_checkpoint, daemon=True)
+    setter.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            train(_cfg(tiny_config, epochs=30), out, progress=False)
+    finally:
+        setter.join()
+        interrupt.clear_stop()
+    assert (out / "logs" / "metrics.csv").exists(), "the stopped run wrote no metrics.csv"
+    first = (out / "logs" / "metrics.csv").read_text()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        code = main(["train", str(tiny_config), "--epochs", "30", "--out", str(out), "--resume", "--no-progress"])
+    assert code == 0, capsys.readouterr().err
+    shown = [str(w.message) for w in caught]
+    assert not [m for m in shown if "not empty" in m or "will be deleted" in m], shown
+    assert (out / "logs" / "metrics-0.csv").read_text() == first
+    assert "\n29," in (out / "logs" / "metrics.csv").read_text()
+
+
 def test_resume_with_the_same_data_file_spelled_differently_is_the_same_run(tiny_config, burgers_file, tmp_path,
                                                                            monkeypatch):
     """``./FILE`` and ``FILE`` (relative to the working directory) name one file: --resume accepts it, and the
