@@ -168,13 +168,19 @@ def oversubscription_warning(threads: Optional[int] = None, root: str = "/sys/fs
 def apply_threads(requested: Optional[int] = None, log=print, advice: str = BENCH_ADVICE,
                   chosen: Optional[tuple[int, str]] = None) -> int:
     """Choose the number of threads (:func:`choose_threads`, or ``chosen``: its answer already in hand), set it in
-    torch (``torch.set_num_threads``), log the note and any oversubscription warning; returns the number."""
+    torch (``torch.set_num_threads``), keep freed memory for reuse (:func:`opformer.allocator.keep_freed_memory`),
+    log the notes and any oversubscription warning; returns the number."""
     import torch
+
+    from .allocator import keep_freed_memory
 
     n, note = chosen if chosen is not None else choose_threads(requested)
     torch.set_num_threads(n)
+    memory = keep_freed_memory()
     if log is not None:
         log(f"# torch threads: {note}")
+        if memory:
+            log(f"# {memory}")
         warn = oversubscription_warning(n, advice=advice)
         if warn:
             log(f"# {warn}")

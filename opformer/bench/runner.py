@@ -69,7 +69,10 @@ def _is_oom(err: BaseException) -> bool:
 
 def run_case_inprocess(case: dict, machine: Optional[dict] = None) -> dict:
     """Measure one case in this process: FLOPs (one counted pass), then ``warmup`` + ``repeats`` timed passes."""
+    from ..allocator import keep_freed_memory
+
     rec = _base_record(case)
+    rec["malloc"] = "reuse" if keep_freed_memory() else "system"  # see opformer/allocator.py
     if case.get("threads"):
         torch.set_num_threads(int(case["threads"]))
     device = torch.device(case["device"])
