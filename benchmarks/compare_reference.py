@@ -40,7 +40,8 @@ from opformer.bench.measure import (
     matmul_step,
 )
 from opformer.bench.reference import make_reference_layer
-from opformer.bench.threads import choose_threads, oversubscription_warning
+from opformer.allocator import keep_freed_memory
+from opformer.threads import choose_threads, oversubscription_warning
 from opformer.nn import EncoderLayer
 
 TARGETS = {  # (kind, n): (max ours/ref, min fraction of the matmul rate)
@@ -139,10 +140,12 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     args.threads, note = choose_threads(args.threads)
     torch.set_num_threads(args.threads)
+    memory = keep_freed_memory()  # as opformer train/bench do; OPFORMER_MALLOC=system leaves glibc's defaults
     baseline = load_baseline(args.baseline_src) if args.baseline_src else None
     info = machine_info()
     print(f"# {info['cpu']} ({info['isa']}: {' '.join(info['isa_flags'])}; torch kernels {info['torch_cpu_capability']})"
           f", {info['cpu_count']} cores, torch {info['torch']}; torch threads: {note}; load {info['loadavg']}")
+    print(f"# {memory or 'memory: the allocator as the system set it'}")
     warn = oversubscription_warning(args.threads)
     if warn:
         print(f"# {warn}")
@@ -172,7 +175,7 @@ def main(argv=None) -> int:
         print(line, flush=True)
     if args.json:
         with open(args.json + ".tmp", "w") as f:
-            json.dump({"machine": info, "threads_note": note, "args": vars(args), "records": records,
+            json.dump({"machine": info, "threads_note": note, "malloc": "reuse" if memory else "system", "args": vars(args), "records": records,
                        "time": time.time()}, f, indent=1)
         os.replace(args.json + ".tmp", args.json)
     return 0 if all(r.get("target_met", True) for r in records) else 1
