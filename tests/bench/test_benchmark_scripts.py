@@ -1,5 +1,5 @@
-"""benchmarks/compare_reference.py runs end to end on a tiny case (it is the command behind the before/after table
-of docs/benchmarks.md, outside the package, so nothing else imports it)."""
+"""The scripts in benchmarks/ run end to end on tiny cases (they are the commands behind tables of
+docs/benchmarks.md, outside the package, so nothing else imports them)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import sys
 import pytest
 
 SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "compare_reference.py"
+MALLOC = SCRIPT.with_name("malloc_reuse.py")
 
 
 def test_help_runs():
@@ -33,3 +34,14 @@ def test_a_tiny_case_prints_and_records_its_ratio(tmp_path):
     data = json.loads(rec_file.read_text())
     (rec,) = data["records"]
     assert rec["ratio_ours_over_ref"] > 0 and rec["seconds"]["ours"] > 0 and data["malloc"] in ("reuse", "system")
+
+
+def test_malloc_reuse_compares_both_settings(tmp_path):
+    rec_file = tmp_path / "m.json"
+    out = subprocess.run([sys.executable, str(MALLOC), "--cases", "attention:galerkin:64", "--rounds", "1",
+                          "--warmup", "1", "--repeats", "1", "--json", str(rec_file)],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    (rec,) = json.loads(rec_file.read_text())["records"]
+    assert set(rec["seconds"]) == {"system", "reuse"} and rec["ratio"] > 0
+    assert not any(r["applied"] for r in rec["runs"]["system"])  # OPFORMER_MALLOC=system was honoured
