@@ -346,8 +346,11 @@ def _keys(text):
 
 
 def _eval(args: argparse.Namespace) -> int:
+    from ..allocator import keep_freed_memory
     from ..tasks.pretrained import check_error, pretrained_card, pretrained_path
     from .run import evaluate
+
+    keep_freed_memory()  # batch after batch of the same size: no page faults (opformer/allocator.py)
 
     if args.data is None and not Path(args.model).exists() and pretrained_path(args.model) is not None:
         # a bundled model without --data: its recorded test samples, regenerated from their recipe
@@ -372,7 +375,10 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def _predict(args: argparse.Namespace) -> int:
+    from ..allocator import keep_freed_memory
     from .run import predict
+
+    keep_freed_memory()
 
     try:
         with _one_line_warnings():
