@@ -113,6 +113,15 @@ for seed in $SEEDS; do
   run "33-b4/gt-seed$seed" --model gt "${C33B4[@]}" --seed "$seed"
   run "33-b4/ft-seed$seed" --model ft-regular "${C33B4[@]}" --seed "$seed"   # the FT with the task's FT defaults
 done
+# a 64^2 grid without flags (the task picks the models' sizes and rates for it): 512 training samples, 10 epochs
+[ -f "$DATA/d64.h5" ] || opformer data darcy --samples 612 --resolution 64 --seed 0 --out "$DATA/d64.h5"
+[ -f "$DATA/d64_test.h5" ] || opformer data darcy --samples 100 --resolution 64 --split test --out "$DATA/d64_test.h5"
+C64=(--data "$DATA/d64.h5" --test-data "$DATA/d64_test.h5" --n-train 512 --n-val 50 --epochs 10)
+for seed in $SEEDS; do
+  for model in fno gt ft-regular; do
+    run "64/$model-seed$seed" --model "$model" "${C64[@]}" --seed "$seed"
+  done
+done
 
 [ -n "${ONLY:-}" ] && exit 0
 # every model on the other grid's test set: on the data's grid (never) and on its training grid (always)
