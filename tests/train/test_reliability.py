@@ -41,6 +41,22 @@ def _one_line_error(err: str) -> str:
     return lines[0]
 
 
+def _stop_after_first_checkpoint(out: pathlib.Path) -> threading.Thread:
+    """A started thread that sets the training's stop flag once ``out`` holds its first last.ckpt (what the SIGTERM
+    handler does, without raising anywhere)."""
+    from opformer import interrupt
+
+    def set_flag():
+        deadline = time.time() + 120
+        while not (out / "checkpoints" / "last.ckpt").exists() and time.time() < deadline:
+            time.sleep(0.01)
+        interrupt._STOP.set()
+
+    setter = threading.Thread(target=set_flag, daemon=True)
+    setter.start()
+    return setter
+
+
 @pytest.fixture()
 def finished_run(tiny_config, tmp_path):
     """A finished one-epoch run of the tiny config in tmp_path/run."""
@@ -331,15 +347,7 @@ def test_resume_keeps_the_earlier_history_and_says_nothing_about_deleting_it(tin
     from opformer import interrupt
 
     out = tmp_path / "run"
-
-    def stop_after_first_checkpoint():
-        deadline = time.time() + 120
-        while not (out / "checkpoints" / "last.ckpt").exists() and time.time() < deadline:
-            time.sleep(0.01)
-        interrupt._STOP.set()
-
-    setter = threading.Thread(target=stop_after_first_checkpoint, daemon=True)
-    setter.start()
+    setter = _stop_after_first_checkpoint(out)
     try:
         with pytest.raises(KeyboardInterrupt):
             train(_cfg(tiny_config, epochs=30), out, progress=False)
@@ -449,15 +457,7 @@ def test_a_stop_request_whose_exception_was_lost_still_ends_the_training(tiny_co
             train(_cfg(tiny_config, epochs=2), out, progress=False)
         assert not (out / "checkpoints").exists() and not (out / "metrics.json").exists()
         interrupt.clear_stop()
-
-        def set_flag_after_first_checkpoint():  # mid-training, no exception raised anywhere
-            deadline = time.time() + 120
-            while not (out / "checkpoints" / "last.ckpt").exists() and time.time() < deadline:
-                time.sleep(0.01)
-            interrupt._STOP.set()
-
-        setter = threading.Thread(target=set_flag_after_first_checkpoint, daemon=True)
-        setter.start()
+        setter = _stop_after_first_checkpoint(out)  # mid-training, no exception raised anywhere
         with pytest.raises(KeyboardInterrupt):
             train(_cfg(tiny_config, epochs=200), out, progress=False, overwrite=True)  # ends if not stopped
         setter.join()
