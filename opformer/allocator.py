@@ -2,10 +2,10 @@
 
 glibc's ``malloc`` serves a request above its mmap threshold (128 KiB at start, raised as blocks are freed, to 32 MiB
 at most) with a fresh ``mmap`` and returns it with ``munmap`` when it is freed.  A training or benchmark step
-allocates the same large activations and gradients every time (one Galerkin layer at n = 8192, batch 4: about
-80 MiB of blocks above 32 MiB; the 141² Darcy GT: about 570 MiB), so every step page-faults that memory in again
-and the kernel zeroes it first: measured on a 2-core AMD EPYC (Zen 3) VM, 34,000 minor page faults per step for the
-linear layer at n = 8192 and 10-15 % of its step time (``docs/benchmarks.md``, "Page faults").
+allocates the same large activations and gradients every time, so every step page-faults that memory in again and
+the kernel zeroes it first.  Measured on a 2-core AMD EPYC (Zen 3) VM: 48-104 MiB of page faults per step for one
+Galerkin or linear layer at n = 8192 (batch 4) and 560 MiB for the 141² Darcy GT, 10-16 % of their step time
+(``docs/benchmarks.md``, "Page faults").
 
 :func:`keep_freed_memory` raises the mmap threshold to 1 GiB and the trim threshold to 2 GiB with ``mallopt``, so
 that those blocks come from the heap and stay there once freed: from the second step on the same memory is used
