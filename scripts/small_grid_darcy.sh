@@ -129,9 +129,11 @@ done
 # equal wall time rather than equal epochs: FNO2d for the wide GT's 10-epoch time and for the narrow GT's, the narrow
 # GT for the wide one's
 C64T=(--data "$DATA/d64.h5" --test-data "$DATA/d64_test.h5" --n-train 512 --n-val 50)
-run "64/fno-e90" --model fno "${C64T[@]}" --epochs 90
+for seed in $SEEDS; do
+  run "64/fno-e90-seed$seed" --model fno "${C64T[@]}" --epochs 90 --seed "$seed"
+  run "64/gt-e35-seed$seed" --model gt "${C64T[@]}" --epochs 35 --seed "$seed"
+done
 run "64/fno-e25" --model fno "${C64T[@]}" --epochs 25
-run "64/gt-e35" --model gt "${C64T[@]}" --epochs 35
 
 [ -n "${ONLY:-}" ] && exit 0
 # every model on the other grid's test set: on the data's grid (never) and on its training grid (always)
