@@ -5,8 +5,10 @@
         --out docs/figures/darcy85-curves.png --title "Darcy 85 -> 29, 256 samples"
 
 Each argument is a run directory (``opformer train --out``), optionally ``LABEL=DIR``; the curve is the
-``val_rel_l2`` column of its ``logs/metrics.csv`` (add ``--metric train_rel_l2`` for the training error), marked
-with the run's test error from ``metrics.json`` when it has one.
+``val_rel_l2`` column of its ``logs/metrics.csv`` (and of the parts a resumed run kept, ``metrics-0.csv``, ...) (add ``--metric train_rel_l2`` for the training error), marked
+with the run's test error from ``metrics.json`` when it has one.  ``--x time`` puts the curves against minutes
+instead of epochs: each run's recorded seconds spread evenly over its epochs (for runs of equal wall time but
+different epoch counts).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import sys
 from pathlib import Path
 
 from opformer.atomic import replacing
-from opformer.train.plots import read_metrics_csv
+from opformer.train.plots import read_run_history
 
 
 def main(argv=None) -> int:
@@ -26,24 +28,33 @@ def main(argv=None) -> int:
     p.add_argument("--out", type=Path, required=True, help="PNG to write")
     p.add_argument("--metric", default="val_rel_l2")
     p.add_argument("--title", default="")
+    p.add_argument("--x", choices=("epoch", "time"), default="epoch",
+                   help="epochs, or minutes (the run's seconds from metrics.json spread evenly over its epochs)")
     a = p.parse_args(argv)
 
     curves = []
     for arg in a.runs:
         label, _, path = arg.rpartition("=")
         run = Path(path)
-        csv_path = run / "logs" / "metrics.csv"
-        if not csv_path.is_file():
+        if not (run / "logs" / "metrics.csv").is_file():
             print(f"error: {run} has no logs/metrics.csv (not an `opformer train --out` directory?)", file=sys.stderr)
             return 2
-        series = read_metrics_csv(csv_path).get(a.metric)
+        series = read_run_history(run / "logs").get(a.metric)  # a resumed run's earlier parts too
         if not series:
-            print(f"error: {csv_path} has no column {a.metric!r}", file=sys.stderr)
+            print(f"error: {run / 'logs'} has no column {a.metric!r}", file=sys.stderr)
             return 2
         metrics_path = run / "metrics.json"
-        test = json.loads(metrics_path.read_text()).get("test_rel_l2") if metrics_path.is_file() else None
+        info = json.loads(metrics_path.read_text()) if metrics_path.is_file() else {}
+        test = info.get("test_rel_l2")
+        minutes_per_epoch = None
+        if a.x == "time":
+            if not info.get("seconds") or not info.get("epochs"):
+                print(f"error: {run} has no seconds and epochs in metrics.json (a finished run is needed for --x time)",
+                      file=sys.stderr)
+                return 2
+            minutes_per_epoch = info["seconds"] / info["epochs"] / 60.0
         name = label or run.name
-        curves.append((f"{name} (test {test:.3g})" if test is not None else name, dict(series)))
+        curves.append((f"{name} (test {test:.3g})" if test is not None else name, dict(series), minutes_per_epoch))
 
     import matplotlib
 
@@ -52,11 +63,11 @@ def main(argv=None) -> int:
 
     many = len(a.runs) > 5  # the legend beside the axes, where it hides no curve
     fig, ax = plt.subplots(figsize=(10.5, 4) if many else (6.5, 4))
-    for label, series in curves:
+    for label, series, per_epoch in curves:
         epochs = sorted(series)
-        ax.semilogy([e + 1 for e in epochs], [series[e] for e in epochs], marker="." if len(epochs) < 40 else None,
-                    label=label)
-    ax.set_xlabel("epoch")
+        xs = [(e + 1) * per_epoch if per_epoch else e + 1 for e in epochs]
+        ax.semilogy(xs, [series[e] for e in epochs], marker="." if len(epochs) < 40 else None, label=label)
+    ax.set_xlabel("minutes (the run's time spread evenly over its epochs)" if a.x == "time" else "epoch")
     ax.set_ylabel(a.metric.replace("_", " "))
     ax.grid(True, which="both", alpha=0.3)
     if many:

@@ -90,6 +90,20 @@ def read_metrics_csv(path) -> dict[str, list[tuple[int, float]]]:
     return out
 
 
+def read_run_history(logs) -> dict[str, list[tuple[int, float]]]:
+    """The epoch-level metrics of a run's ``logs`` directory over all its processes: the earlier parts
+    (``metrics-0.csv``, ``metrics-1.csv``, ..., kept when a run is resumed) and then ``metrics.csv``, later rows of an
+    epoch overriding earlier ones.  {metric: [(epoch, value), ...]} sorted by epoch; empty when there is no log."""
+    logs = Path(logs)
+    parts = sorted(logs.glob("metrics-*.csv"), key=lambda p: int(p.stem.split("-")[1]))
+    parts += [p for p in [logs / "metrics.csv"] if p.exists()]
+    history: dict[str, dict[int, float]] = {}
+    for part in parts:
+        for key, rows in read_metrics_csv(part).items():
+            history.setdefault(key, {}).update(dict(rows))
+    return {key: sorted(rows.items()) for key, rows in history.items()}
+
+
 def plot_curves(path, metrics: dict[str, list[tuple[int, float]]], title: str = "") -> Path:
     """Training loss and validation error per epoch on a log scale."""
     plt = _plt()

@@ -32,7 +32,7 @@ from ..tasks.artifact import LoadError, Predictor, load, make_artifact, read_che
 from ..tasks.base import ensure_files
 from .config import resolve
 from .module import OperatorModule, count_parameters, lr_groups
-from .plots import plot_curves, plot_predictions, read_metrics_csv
+from .plots import plot_curves, plot_predictions, read_run_history
 
 __all__ = ["train", "evaluate", "predict", "prepare_run", "RunDirError"]
 
@@ -550,14 +550,8 @@ def write_plots(predictor: Predictor, ds, out: Path, k: int, title: str, curves:
         batch = stack_samples(ds, range(k))
         plot_predictions(out / "plots" / "predictions.png", batch["input"].numpy(), batch["target"].numpy(), preds,
                          predictor.task.plot_labels, errs.tolist(), title)
-    parts = sorted((out / "logs").glob("metrics-*.csv"), key=lambda p: int(p.stem.split("-")[1]))
-    parts += [p for p in [out / "logs" / "metrics.csv"] if p.exists()]
-    if parts and curves:
-        history: dict = {}
-        for part in parts:  # later runs of the same directory override earlier rows of the same epoch
-            for key, rows in read_metrics_csv(part).items():
-                history.setdefault(key, {}).update(dict(rows))
-        lines = {key: sorted(rows.items()) for key, rows in history.items()}
+    lines = read_run_history(out / "logs") if curves else {}
+    if lines:
         plot_curves(out / "plots" / "training_curves.png", lines, title.split(":")[0])
 
 

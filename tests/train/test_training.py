@@ -356,6 +356,24 @@ def test_checkpoint_flushes_the_csv_history(tmp_path):
     assert [e for e, _ in read_metrics_csv(csv)["val_rel_l2"]] == [0, 1, 2]
 
 
+def test_run_history_joins_the_parts_a_resumed_run_kept(tmp_path):
+    """A resumed run's logs: the parts of earlier processes (metrics-0.csv, metrics-1.csv, ... in that order, also
+    past 9) and then metrics.csv, a later row of an epoch replacing an earlier one; no log at all gives nothing."""
+    from opformer.train.plots import read_run_history
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    head = "epoch,step,train_rel_l2,val_rel_l2\n"
+    (logs / "metrics-0.csv").write_text(head + "0,9,,0.5\n0,9,0.6,\n1,19,,0.4\n")
+    (logs / "metrics-10.csv").write_text(head + "3,39,,0.2\n")
+    (logs / "metrics-2.csv").write_text(head + "1,19,,0.35\n2,29,,0.3\n")  # epoch 1 again after a kill
+    (logs / "metrics.csv").write_text(head + "3,39,,0.25\n4,49,,0.1\n")
+    hist = read_run_history(logs)
+    assert hist["val_rel_l2"] == [(0, 0.5), (1, 0.35), (2, 0.3), (3, 0.25), (4, 0.1)]
+    assert hist["train_rel_l2"] == [(0, 0.6)]
+    assert read_run_history(tmp_path / "missing") == {}
+
+
 def test_the_trainers_adam_is_fused_and_updates_as_plain_adam():
     """The fused Adam the trainer uses makes the same update as the reference per-tensor Adam, to rounding."""
     from opformer.train.module import make_adam
