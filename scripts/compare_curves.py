@@ -5,8 +5,9 @@
         --out docs/figures/darcy85-curves.png --title "Darcy 85 -> 29, 256 samples"
 
 Each argument is a run directory (``opformer train --out``), optionally ``LABEL=DIR``; the curve is the
-``val_rel_l2`` column of its ``logs/metrics.csv`` (and of the parts a resumed run kept, ``metrics-0.csv``, ...) (add ``--metric train_rel_l2`` for the training error), marked
-with the run's test error from ``metrics.json`` when it has one.  ``--x time`` puts the curves against minutes
+``val_rel_l2`` column of its ``logs/metrics.csv`` and of the parts a resumed run kept (``metrics-0.csv``, ...; add
+``--metric train_rel_l2`` for the training error), marked with the run's test error from ``metrics.json`` when it
+has one.  ``--x time`` puts the curves against minutes
 instead of epochs: each run's recorded seconds spread evenly over its epochs (for runs of equal wall time but
 different epoch counts).
 """
@@ -54,7 +55,7 @@ def main(argv=None) -> int:
                 return 2
             minutes_per_epoch = info["seconds"] / info["epochs"] / 60.0
         name = label or run.name
-        curves.append((f"{name} (test {test:.3g})" if test is not None else name, dict(series), minutes_per_epoch))
+        curves.append((f"{name} (test {test:.3g})" if test is not None else name, series, minutes_per_epoch))
 
     import matplotlib
 
@@ -63,10 +64,9 @@ def main(argv=None) -> int:
 
     many = len(a.runs) > 5  # the legend beside the axes, where it hides no curve
     fig, ax = plt.subplots(figsize=(10.5, 4) if many else (6.5, 4))
-    for label, series, per_epoch in curves:
-        epochs = sorted(series)
-        xs = [(e + 1) * per_epoch if per_epoch else e + 1 for e in epochs]
-        ax.semilogy(xs, [series[e] for e in epochs], marker="." if len(epochs) < 40 else None, label=label)
+    for label, series, per_epoch in curves:  # series: (epoch, value) sorted by epoch
+        xs = [(e + 1) * per_epoch if per_epoch else e + 1 for e, _ in series]
+        ax.semilogy(xs, [v for _, v in series], marker="." if len(series) < 40 else None, label=label)
     ax.set_xlabel("minutes (the run's time spread evenly over its epochs)" if a.x == "time" else "epoch")
     ax.set_ylabel(a.metric.replace("_", " "))
     ax.grid(True, which="both", alpha=0.3)
