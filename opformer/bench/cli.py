@@ -150,14 +150,14 @@ def cmd_attention(args) -> int:
 
         unknown = [k for k in unknown if k not in KERNELS]
     if unknown:
-        print(f"error: unknown kinds {unknown}; known: {list(KINDS + GRID_KIND_NAMES)}", file=sys.stderr)
+        print(f"opformer: error: unknown kinds {unknown}; known: {list(KINDS + GRID_KIND_NAMES)}", file=sys.stderr)
         return 2
     for kind in args.kinds:  # 2D kinds: n a perfect square (and its side a multiple of the patch)
         for n in args.n:
             try:
                 attention_case(kind, n, window=args.window, patch=args.patch)
             except ValueError as err:
-                print(f"error: {err}", file=sys.stderr)
+                print(f"opformer: error: {err}", file=sys.stderr)
                 return 2
     _threads(args)
     machine = machine_with_rates(args.device, args.dtype, args.matmul_size)
@@ -167,7 +167,7 @@ def cmd_attention(args) -> int:
         from .reference import reference_available
 
         if not reference_available():
-            print("error: --reference needs the reference package: pip install --no-deps galerkin-transformer==0.2.1",
+            print("opformer: error: --reference needs the reference package: pip install --no-deps galerkin-transformer==0.2.1",
                   file=sys.stderr)
             return 2
     records = bench_attention(
@@ -193,7 +193,7 @@ def cmd_model(args) -> int:
             try:
                 model_case(preset, n)
             except ValueError as err:
-                print(f"error: {str(err).splitlines()[0]}", file=sys.stderr)
+                print(f"opformer: error: {str(err).splitlines()[0]}", file=sys.stderr)
                 return 2
     _threads(args)
     machine = machine_with_rates(args.device, args.dtype, args.matmul_size)
@@ -238,11 +238,11 @@ def cmd_train(args) -> int:
         cases = [_case_spec(c) for c in args.cases]
         shared = dict(_case_spec("x:" + ",".join(args.set))[1]) if args.set else {}
     except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(f"opformer: error: {err}", file=sys.stderr)
         return 2
     _threads(args)
     if args.device == "cuda" and not torch.cuda.is_available():
-        print("error: --device cuda: no CUDA device is visible to torch", file=sys.stderr)
+        print("opformer: error: --device cuda: no CUDA device is visible to torch", file=sys.stderr)
         return 2
     info = measure.machine_info(args.device)
     gpu = f"{info['gpu']} on " if "gpu" in info else ""
@@ -255,7 +255,7 @@ def cmd_train(args) -> int:
             rec = train_overhead(preset, {**shared, **over}, epochs=args.epochs, repeats=args.repeats,
                                  warmup=args.warmup, device=args.device)
         except ConfigError as err:
-            print(f"error: {preset}: {err}", file=sys.stderr)
+            print(f"opformer: error: {preset}: {err}", file=sys.stderr)
             return 2
         rec["machine"] = measure.machine_info(args.device)
         rec["loadavg"] = measure.loadavg()

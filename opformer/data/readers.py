@@ -21,6 +21,7 @@ from __future__ import annotations
 import glob as _glob
 import itertools
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -30,9 +31,55 @@ import numpy as np
 from ..pde.errors import DataError, MissingKeyError
 from ..pde.storage import FORMAT, canonical_recipe, read_header, recipe_diff
 
-__all__ = ["ArraySource", "open_source", "load_arrays", "resolve_paths"]
+__all__ = ["ArraySource", "open_source", "load_arrays", "resolve_paths", "describe_arrays", "torch_load_detail"]
 
 _HDF5_SUFFIXES = (".h5", ".hdf5", ".hdf")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _first_line(exc: BaseException) -> str:
+    """The first line of an exception's message without terminal colour codes, or its type when it has none."""
+    lines = [ln.strip() for ln in _ANSI.sub("", str(exc)).splitlines() if ln.strip()]
+    return lines[0] if lines else f"{type(exc).__name__}: no further detail"
+
+
+def torch_load_detail(exc: BaseException) -> str:
+    """What went wrong in a failed ``torch.load``, in one short clause: the first sentence of its message, or
+    "unrecognised content" for the legacy loader's bare ``KeyError`` on a file torch.save did not write."""
+    detail = _first_line(exc).split(". ")[0]
+    return "unrecognised content" if isinstance(exc, KeyError) or len(detail) < 8 else detail
+
+
+def _check_npz(path: Path) -> None:
+    """np.savez writes a zip archive; anything else (an empty or cut-off file, text, a bare .npy) is refused here,
+    before np.load could read it as a pickle or fail with zipfile's own wording."""
+    import zipfile
+
+    if not zipfile.is_zipfile(path):
+        what = ("an empty file" if path.stat().st_size == 0 else
+                "not a zip archive: truncated, or not written by np.savez")
+        raise DataError(f"{path}: cannot be read as .npz ({what})")
+
+
+def _read_pt(path: Path):
+    """``torch.load(path, weights_only=True)`` with its failures as one line in the user's terms."""
+    import warnings
+
+    import torch
+
+    if path.stat().st_size == 0:
+        raise DataError(f"{path}: cannot be read as .pt (an empty file)")
+    try:
+        with warnings.catch_warnings():  # torch warns about old pickle protocols: the error below says enough
+            warnings.simplefilter("ignore")
+            return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - torch raises several types for foreign or broken files
+        text = str(exc)
+        if "weights_only" in text or "Unsupported global" in text or "GLOBAL" in text:
+            raise DataError(f"{path}: refused: the file holds pickled Python objects (loading them can run code); "
+                            "save a dict of tensors instead: torch.save({'x': tensor, ...})") from None
+        raise DataError(f"{path}: cannot be read as .pt, a file written by torch.save "
+                        f"({torch_load_detail(exc)})") from None
 
 
 def resolve_paths(paths) -> list[Path]:
@@ -109,7 +156,10 @@ class _File:
                             f"finish the generation first"
                         )
                     self.coords = {k: h5[k][...] for k in ("x", "y", "t") if k in h5}
-                self._missing([k for k in h5 if isinstance(h5[k], h5py.Dataset)])
+                names: list[str] = []  # every dataset by its path, so that a key may name one inside a group
+                h5.visititems(lambda name, obj: names.append(name) if isinstance(obj, h5py.Dataset)
+                              and not name.startswith("#") else None)  # MATLAB's #refs# are not variables
+                self._missing(names)
                 self.shapes = {}
                 for key in self.keys:
                     shape = tuple(h5[key].shape)
@@ -131,22 +181,20 @@ class _File:
         self._set_memory({k: data[k] for k in self.keys})
 
     def _load_npz(self) -> None:
+        _check_npz(self.path)
         try:
             with np.load(self.path, allow_pickle=False) as data:
                 self._missing(data.files)
                 self._set_memory({k: data[k] for k in self.keys})
         except DataError:
             raise
-        except (OSError, ValueError) as exc:
-            raise DataError(f"{self.path}: cannot be read as .npz ({exc})") from exc
+        except (OSError, ValueError, EOFError) as exc:
+            raise DataError(f"{self.path}: cannot be read as .npz ({_first_line(exc)})") from None
 
     def _load_pt(self) -> None:
         import torch
 
-        try:
-            data = torch.load(self.path, map_location="cpu", weights_only=True)
-        except Exception as exc:
-            raise DataError(f"{self.path}: cannot be read with torch.load(weights_only=True) ({exc})") from exc
+        data = _read_pt(self.path)
         if not isinstance(data, dict):
             raise DataError(f"{self.path}: expected a dict of named tensors or arrays, found {type(data).__name__}")
         self._missing(list(data))
@@ -303,6 +351,55 @@ class ArraySource:
         result = np.empty_like(out)
         result[order] = out
         return result
+
+
+def describe_arrays(path) -> list[tuple[str, tuple, str]]:
+    """``(name, shape, dtype)`` of every array in one file of any supported type, without reading the values (for
+    ``opformer data info`` and key errors): HDF5 datasets by their full path (``group/name``), MATLAB variables
+    (v7.3 shapes as MATLAB gives them), the members of an ``.npz``, the tensors of a ``.pt`` dict."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: no such file")
+    suffix = path.suffix.lower()
+    found: list[tuple[str, tuple, str]] = []
+    if suffix in _HDF5_SUFFIXES or (suffix == ".mat" and h5py.is_hdf5(path)):
+        flip = suffix == ".mat"
+        try:
+            with h5py.File(path, "r") as h5:
+                def visit(name, obj):
+                    if isinstance(obj, h5py.Dataset) and not name.startswith("#"):
+                        found.append((name, tuple(obj.shape)[::-1] if flip else tuple(obj.shape), str(obj.dtype)))
+                h5.visititems(visit)
+        except OSError as exc:
+            raise DataError(f"{path}: cannot be read as HDF5 ({_first_line(exc)})") from None
+    elif suffix == ".mat":
+        import scipy.io
+
+        try:
+            found = [(name, tuple(shape), dtype) for name, shape, dtype in scipy.io.whosmat(path)]
+        except Exception as exc:  # noqa: BLE001 - scipy raises several types for corrupt files
+            raise DataError(f"{path}: cannot be read as a MATLAB file ({_first_line(exc)})") from None
+    elif suffix == ".npz":
+        import zipfile
+
+        _check_npz(path)
+        with zipfile.ZipFile(path) as z:  # the .npy headers only, not the values
+            for member in z.namelist():
+                if member.endswith(".npy"):
+                    with z.open(member) as fh:
+                        major, _ = np.lib.format.read_magic(fh)
+                        read = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
+                        shape, _, dtype = read(fh)
+                    found.append((member[: -len(".npy")], tuple(shape), str(dtype)))
+    elif suffix == ".pt":
+        data = _read_pt(path)
+        if not isinstance(data, dict):
+            raise DataError(f"{path}: expected a dict of named tensors or arrays, found {type(data).__name__}")
+        found = [(str(k), tuple(v.shape), str(v.dtype).replace("torch.", "")) for k, v in data.items()
+                 if hasattr(v, "shape")]
+    else:
+        raise DataError(f"{path}: unsupported file type {suffix!r}; expected .h5/.hdf5, .mat, .npz or .pt")
+    return found
 
 
 def open_source(paths, keys: Sequence[str]) -> ArraySource:

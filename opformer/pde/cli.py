@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from .errors import DataError
 from ..interrupt import request_stop
@@ -117,8 +118,9 @@ def register(subparsers) -> argparse.ArgumentParser:
                     help="torch device of the solver: cpu (default) or cuda[:i] (one process, large batches)")
     ns.set_defaults(func=_run_navier_stokes)
 
-    i = sub.add_parser("info", help="print the recipe and progress of data files")
-    i.add_argument("files", nargs="+", help="opformer data files (FILE or FILE.partial)")
+    i = sub.add_parser("info", help="print the recipe and progress of data files, or the arrays of any data file")
+    i.add_argument("files", nargs="+", help="opformer data files (FILE or FILE.partial): recipe and progress; "
+                                            "other .h5/.mat/.npz/.pt files: their arrays' names, shapes and types")
     i.set_defaults(func=_run_info)
 
     return sub
@@ -134,7 +136,7 @@ def _generate(args, recipe: dict) -> int:
         path = generate_dataset(recipe, args.out, start=args.start, stop=args.stop, workers=args.workers,
                                 progress=not args.no_progress, device=getattr(args, "device", None))
     except DataError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"opformer: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"interrupted: the finished samples are kept in {args.out}.partial; run the same command to resume",
@@ -154,7 +156,7 @@ def _run_burgers(args) -> int:
             snapshots=args.snapshots or None,
         )
     except DataError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"opformer: error: {exc}", file=sys.stderr)
         return 2
     return _generate(args, recipe)
 
@@ -167,7 +169,7 @@ def _run_darcy(args) -> int:
             grf={"alpha": args.alpha, "tau": args.tau},
         )
     except DataError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"opformer: error: {exc}", file=sys.stderr)
         return 2
     return _generate(args, recipe)
 
@@ -186,7 +188,7 @@ def _run_navier_stokes(args) -> int:
     try:
         recipe = make_recipe(args.ic, **overrides)
     except DataError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"opformer: error: {exc}", file=sys.stderr)
         return 2
     return _generate(args, recipe)
 
@@ -201,8 +203,19 @@ def _run_info(args) -> int:
         try:
             h = read_header(name)
         except DataError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            status = 2
+            try:  # not an opformer data file: a user's arrays, named for --keys
+                from ..data.readers import describe_arrays
+
+                arrays = describe_arrays(name)
+            except DataError as exc2:
+                hdf5 = Path(name).suffix.lower() in (".h5", ".hdf5", ".hdf")  # then the HDF5 reader's words
+                print(f"opformer: error: {exc if hdf5 else exc2}", file=sys.stderr)
+                status = 2
+                continue
+            print(f"{name}: not an opformer data file; {len(arrays)} array(s) (name shape dtype; train with "
+                  "--keys INPUT,TARGET):")
+            for key, shape, dtype in arrays:
+                print(f"  {key}  {shape}  {dtype}")
             continue
         total = h["stop"] - h["start"]
         state = "complete" if h["complete"] else "unfinished"

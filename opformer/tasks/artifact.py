@@ -24,6 +24,7 @@ import torch
 from ..atomic import atomic_write_bytes, atomic_write_text
 from ..config import RESAMPLE, ConfigError, OpformerWarning
 from ..data.datasets import UnitGaussianNormalizer
+from ..data.readers import torch_load_detail
 from .base import Bundle, Operator, Task, get_task, grid_coords, options_from
 from .losses import rel_l2
 
@@ -74,9 +75,11 @@ def read_checkpoint(path: Union[str, os.PathLike]) -> dict:
     if path.is_dir():
         raise LoadError(f"{path}: is a directory without config.json and model.safetensors")
     try:
-        ck = torch.load(path, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():  # torch warns about old pickle protocols; the refusal below says enough
+            warnings.simplefilter("ignore")
+            ck = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - torch raises several types for foreign or broken files
-        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        text = torch_load_detail(exc)
         if "weights_only" in str(exc) or "Unsupported global" in str(exc) or "GLOBAL" in str(exc):
             raise LoadError(f"{path}: refused: the file holds pickled objects that would run code when loaded; "
                             "opformer only loads plain tensors") from None
@@ -214,7 +217,24 @@ class Predictor:
             raise ConfigError(f"this model cannot predict on the {grid} grid of these inputs: {exc} (it was "
                               f"trained on {'x'.join(map(str, self.artifact['input_grid']))})") from None
 
-    def predict(self, inputs, coords=None, batch_size: int = 32):
+    @property
+    def time_dependent(self) -> bool:
+        """Whether the model maps u(t) to u(t + tau) (a trajectories task): its predictions need a lead time."""
+        return "times" in (self.artifact.get("info") or {})
+
+    def predict(self, inputs, coords=None, batch_size: int = 32, lead_time=None):
+        """Predictions for ``inputs`` (samples, *grid[, channels]), numpy or torch (the same type back).  A
+        time-dependent model also needs ``lead_time``: tau, one number or one per sample (see :meth:`rollout` for
+        several times); one trained with a history of h snapshots takes them stacked in the channels instead."""
+        history = int((self.artifact.get("info") or {}).get("history", 1))
+        needs_tau = self.time_dependent and history == 1  # a history model steps one snapshot from its h channels
+        if needs_tau and lead_time is None:
+            raise ConfigError("this model is time-dependent: give lead_time (how far ahead to predict, tau) or use "
+                              "rollout(u0, times) (opformer rollout)")
+        if not needs_tau and lead_time is not None:
+            what = (f"predicts the next snapshot from the last {history} stacked in the channels" if history > 1 else
+                    "is not time-dependent")
+            raise ConfigError(f"the model of task {self.task.name} {what}: it takes no lead_time")
         as_torch = torch.is_tensor(inputs)
         x = inputs.detach().cpu().numpy() if as_torch else np.asarray(inputs)
         squeeze = x.ndim == self.task.dim + 1
@@ -223,10 +243,20 @@ class Predictor:
             c = torch.as_tensor(np.asarray(coords), dtype=torch.float32)
             if c.dim() == xin.dim() - 1:
                 c = c[None]
+        tau = None
+        if lead_time is not None:
+            tau = torch.as_tensor(np.asarray(lead_time, dtype=np.float64), dtype=torch.float32).reshape(-1)
+            if tau.numel() not in (1, xin.shape[0]):
+                raise ConfigError(f"lead_time: give one value or one per sample ({xin.shape[0]}), got {tau.numel()}")
+            tau = tau.expand(xin.shape[0])
         outs = []
         for lo in range(0, xin.shape[0], batch_size):
-            outs.append(self(xin[lo : lo + batch_size], c).float().cpu())
-        y = torch.cat(outs) if outs else torch.zeros(0)
+            outs.append(self(xin[lo : lo + batch_size], c, None if tau is None else tau[lo : lo + batch_size])
+                        .float().cpu())
+        if not outs:  # no samples: the output's shape from one zero sample, with none of it kept
+            outs.append(self(torch.zeros((1, *xin.shape[1:]), dtype=xin.dtype), c,
+                             None if tau is None else torch.ones(1)).float().cpu()[:0])
+        y = torch.cat(outs)
         if squeeze and y.shape[-1] == 1:
             y = y[..., 0]
         return y if as_torch else y.numpy()

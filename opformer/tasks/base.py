@@ -311,6 +311,9 @@ def open_pair(data: DataConfig, default_keys, files: dict, dim: int):
             shapes.append(shape)
         if grid is None:
             grid = shapes[0]
+        if src is test and test is not train and all(s == shapes[0] for s in shapes) and shapes[0] != grid:
+            raise DataError(f"{src.describe()}: the test file's grid {shapes[0]} differs from the training file's "
+                            f"{grid}; give test data on the training grid")
         if any(s != grid for s in shapes):
             raise DataError(f"{src.describe()}: keys {keys} must hold grids of one shape {grid}, found {shapes}")
     return keys, train, test, grid

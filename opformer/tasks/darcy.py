@@ -38,14 +38,24 @@ def coords_2d(x: np.ndarray) -> np.ndarray:
     return np.stack([gx, gy], axis=-1)
 
 
+#: the smallest side of a 2D grid: the H1 term's second-order one-sided differences at the walls need three points
+MIN_SIDE = 3
+
+
 def open_square(task, data, files):
     """Sources, keys, the stored side n, its grid and kind, and the stride to ``data.resolution``."""
     keys, train_src, test_src, grid = open_pair(data, task.default_keys, files, 2)
     if grid[0] != grid[1]:
         raise DataError(f"{train_src.describe()}: task {task.name} needs square grids, found {grid}")
     n = grid[0]
+    if n < MIN_SIDE:
+        raise DataError(f"{train_src.describe()}: task {task.name} needs grids of at least {MIN_SIDE} x {MIN_SIDE} "
+                        f"points, found {n} x {n}")
     x, kind = stored_grid(train_src, n)
     s = stride_for(n, data.resolution, nodes=True, where=train_src.describe())
+    if len(x[::s]) < MIN_SIDE:
+        raise DataError(f"--resolution {data.resolution} leaves {len(x[::s])} points a side; task {task.name} needs "
+                        f"at least {MIN_SIDE}")
     return keys, train_src, test_src, n, x, kind, s
 
 

@@ -16,13 +16,14 @@ model is lead-time conditioned (``time_conditioning``: conditioned norms by defa
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from typing import Literal, Optional
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from ..config import ConfigError, opt
+from ..config import ConfigError, OpformerWarning, opt
 from ..data.datasets import SplitArrays, UnitGaussianNormalizer, make_splits, stride_for
 from ..data.readers import load_arrays, open_source
 from ..pde.errors import DataError
@@ -59,6 +60,8 @@ def _snapshot_times(path, src, options, n_times: int) -> np.ndarray:
         with h5py.File(path, "r") as h5:
             if options.time_key in h5.attrs:
                 return np.asarray(h5.attrs[options.time_key], dtype=np.float64).reshape(-1)
+    warnings.warn(f"{path} stores no snapshot times (no array or attribute {options.time_key!r}, --time-key): the "
+                  f"snapshots are taken {options.dt:g} apart (--dt)", OpformerWarning, stacklevel=2)
     return np.arange(n_times) * options.dt
 
 

@@ -65,7 +65,8 @@ def register(sub) -> None:
     e.add_argument("--resolution", type=int, help="evaluation grid, a stride of the stored one (e.g. 2048)")
     e.add_argument("--batch-size", type=int, default=32)
     _add_resample(e)
-    e.add_argument("--out", help="output directory (default: RUN/eval-GRID)")
+    e.add_argument("--out", help="output directory (default: RUN/eval-GRID, RUN/eval-FILE-GRID with --data; "
+                                      "./eval-NAME-[FILE-]GRID for a bundled model)")
     e.set_defaults(func=_eval)
 
     q = sub.add_parser("predict", help="write a trained model's predictions for a data file")
@@ -240,7 +241,8 @@ def _train(args: argparse.Namespace) -> int:
     if metrics.get("plots") is not None:
         print(
             f"\n{run.name}: test relative L2 = {metrics['test_rel_l2']:.4e} "
-            f"(validation {metrics['val_rel_l2']:.4e}, {metrics['epochs']} epochs, {metrics['seconds']:.0f} s, "
+            f"(validation {metrics['val_rel_l2']:.4e}, {metrics['epochs']} epoch{'' if metrics['epochs'] == 1 else 's'}, "
+            f"{metrics['seconds']:.0f} s, "
             f"{metrics['parameters']:,} parameters)\n"
             f"model:   {out}/{metrics['best_checkpoint']}   (opformer.load / opformer predict)\n"
             f"metrics: {out}/metrics.json\nplots:   " + "\n         ".join(f"{out}/{p}" for p in metrics["plots"])

@@ -23,14 +23,17 @@ def register(sub) -> None:
                                    "tau = t - t_0), autoregressive (repeated steps of --step) or mixed (largest "
                                    "trained jumps first). Any t > 0, also beyond the training horizon.")
     r.add_argument("model", help="a checkpoint or a save_pretrained directory of a time-dependent task")
-    r.add_argument("--data", required=True, help="trajectory file (samples, K+1, *grid): u(t_0) and the truth")
+    r.add_argument("--data", required=True, help="trajectory file (samples, K+1, *grid): u(t_0) and the truth; "
+                                                 "every trajectory of it, or only the run's test trajectories when "
+                                                 "it is the file the model was trained on")
     r.add_argument("--keys", help="the trajectory array (default: the training key)")
     r.add_argument("--mode", default="direct", choices=("direct", "autoregressive", "mixed"))
     r.add_argument("--step", type=float, help="autoregressive step (default: the training snapshot spacing)")
     r.add_argument("--times", help="comma-separated times t - t_0 (default: the file's snapshot times)")
     r.add_argument("--samples", type=int, help="use the first N trajectories of the file (default: all)")
     r.add_argument("--show", type=int, default=0, help="trajectory shown in the panels and the GIF (default 0)")
-    r.add_argument("--out", help="output directory (default: RUN/rollout-MODE)")
+    r.add_argument("--out", help="output directory (default: RUN/rollout-MODE): rollout.json, rollout.csv, "
+                                 "predictions.npz and plots/")
     r.set_defaults(func=_run)
 
 
@@ -54,7 +57,8 @@ def _run(args) -> int:
               f"at t = {known[-1][0]:g}: {known[-1][1]:.4e}")
     else:
         print(f"{m['mode']} rollout of {m['n']} trajectories at times the file does not store: predictions only")
-    print(f"wrote {m['out']}/rollout.json, rollout.csv and plots/ (error_vs_time.png, snapshots.png, trajectory.gif)")
+    print(f"wrote {m['out']}/rollout.json, rollout.csv, predictions.npz and plots/ (error_vs_time.png, snapshots.png, "
+          "trajectory.gif)")
     return 0
 
 
@@ -65,6 +69,13 @@ def rollout_file(model, *, data, mode="direct", step: Optional[float] = None, ti
     from ..data.readers import open_source
     from ..tasks.artifact import load
 
+    if out is not None:  # checked before the model is loaded and the data read
+        from .run import _check_writable
+
+        out = Path(out)
+        if out.exists() and not out.is_dir():
+            raise ConfigError(f"--out {out} is a file, not a directory")
+        _check_writable(out, error=ConfigError)
     predictor = load(model)
     info = predictor.artifact.get("info") or {}
     if "times" not in info:
@@ -100,8 +111,11 @@ def rollout_file(model, *, data, mode="direct", step: Optional[float] = None, ti
                                                                                       axis=1).clip(1e-12))))
     horizon = float(info.get("max_lead", rel[-1]))
     known = [e for e in errors if e is not None]
-    out = Path(out) if out is not None else _default_out(Path(model), mode)
+    out = out if out is not None else _default_out(Path(model), mode)
     (out / "plots").mkdir(parents=True, exist_ok=True)
+    with replacing(out / "predictions.npz", "wb") as fh:  # the predicted fields, for the user's own analysis
+        np.savez(fh, prediction=np.asarray(pred, dtype=np.float32), times=np.asarray(want, dtype=np.float64),
+                 trajectories=np.asarray(indices, dtype=np.int64))
     metrics = {"model": str(model), "data": str(data), "trajectories": which, "mode": mode,
                "step": step or info.get("step"), "n": n,
                "times": [float(t) for t in want], "rel_l2": errors, "training_horizon": horizon,

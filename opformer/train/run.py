@@ -23,7 +23,7 @@ import yaml
 from torch.utils.data import BatchSampler, DataLoader, Dataset
 
 from .. import __version__
-from ..atomic import atomic_write_text
+from ..atomic import atomic_write_text, replacing
 from ..interrupt import check_stop
 from .callbacks import AtomicCheckpointIO, EpochLine, EpochShuffleSampler, FlushLoggersOnCheckpoint, StopOnRequest
 from ..config import ConfigError, TrainConfig
@@ -145,18 +145,20 @@ def check_out_dir(out: Path, cfg: dict, resume: bool, overwrite: bool, *, compar
     return last
 
 
-def _check_writable(out: Path) -> None:
+def _check_writable(out: Path, shown: Optional[Path] = None, error=RunDirError) -> None:
     """Fail now, not after the data are prepared, when ``out`` cannot be created or written: a directory is made and
-    removed at once in the nearest existing ancestor (nothing is left behind)."""
+    removed at once in the nearest existing ancestor (nothing is left behind).  ``shown``: the path the user gave,
+    when ``out`` is the directory it goes into."""
+    shown = out if shown is None else shown
     base = out
     while not base.exists() and base != base.parent:
         base = base.parent
     if not base.is_dir():
-        raise RunDirError(f"--out {out}: {base} is a file, not a directory")
+        raise error(f"--out {shown}: {base} is a file, not a directory")
     try:
         os.rmdir(tempfile.mkdtemp(prefix=".opformer-probe-", dir=base))
     except OSError as exc:
-        raise RunDirError(f"--out {out}: cannot write there ({exc.strerror or exc})") from None
+        raise error(f"--out {shown}: cannot write there ({exc.strerror or exc})") from None
 
 
 def _check_not_running(out: Path) -> None:
@@ -506,6 +508,7 @@ def _fit(run, bundle, operator, artifact, notes, out: Path, ckpt_path, resume: b
         "n_train": len(bundle.datasets["train"]),
         "n_val": len(bundle.datasets["val"]),
         "n_test": len(bundle.datasets["test"]),
+        **_trajectory_counts(bundle),
         "data": bundle.files,
         "version": __version__,
         "torch": torch.__version__,
@@ -582,12 +585,26 @@ def _test_set(predictor: Predictor, data: Optional[str], keys, resolution: Optio
     return bundle, str(files.get("test") or files["train"])
 
 
+def _trajectory_counts(bundle) -> dict:
+    """For a time-dependent task, whose n_train/n_val/n_test count (input, target) pairs: the trajectories of each
+    split (what --n-train/--n-val/--n-test set)."""
+    sets = {split: getattr(ds, "traj", None) for split, ds in bundle.datasets.items()}
+    if any(t is None for t in sets.values()):
+        return {}
+    return {"trajectories": {split: int(t.shape[0]) for split, t in sets.items()}}
+
+
 def evaluate(checkpoint, *, data: Optional[str] = None, keys=None, resolution: Optional[int] = None, out=None,
              batch_size: int = 32, plot_samples: int = 4, resample: str = "auto") -> dict:
     """Test error of a trained model on ``data`` (every sample is a test sample) or, without ``data``, on its run's
     own test split; at the file's resolution or ``resolution``.  Writes metrics.json and a prediction plot.
     ``resample``: see :func:`opformer.load`."""
     checkpoint = Path(checkpoint)
+    if out is not None:  # checked before the model is loaded and the data read
+        out = Path(out)
+        if out.exists() and not out.is_dir():
+            raise ConfigError(f"--out {out} is a file, not a directory")
+        _check_writable(out, error=ConfigError)
     predictor = load(checkpoint, resample=resample)
     started = time.perf_counter()
     bundle, source = _test_set(predictor, data, keys, resolution)
@@ -595,16 +612,21 @@ def evaluate(checkpoint, *, data: Optional[str] = None, keys=None, resolution: O
     _, errs = predictor.evaluate(test, batch_size)
     grid = "x".join(map(str, bundle.input_grid))
     if out is None:
+        # RUN/eval-GRID for the run's own test split, RUN/eval-FILE-GRID for another file; a bundled model (a name,
+        # not a path) writes into the working directory, under its name
+        on_disk = checkpoint.exists()
         base = checkpoint.parent.parent if checkpoint.is_file() and checkpoint.parent.name == "checkpoints" else (
-            checkpoint if checkpoint.is_dir() else checkpoint.parent)
-        out = base / f"eval-{grid}"
-    out = Path(out)
+            checkpoint if checkpoint.is_dir() else (checkpoint.parent if on_disk else Path(".")))
+        stem = "" if data is None else f"{Path(str(data)).stem.replace('*', '')}-"
+        out = base / (f"eval-{stem}{grid}" if on_disk else f"eval-{checkpoint.name}-{stem}{grid}")
+        _check_writable(out, error=ConfigError)
     out.mkdir(parents=True, exist_ok=True)
     metrics = {
         "checkpoint": str(checkpoint),
         "data": source,
         "resolution": list(bundle.input_grid),
-        "on_training_grid": predictor.runs_on_training_grid(tuple(bundle.input_grid)),
+        # true when the inputs were interpolated to the training grid and the predictions back (see --resample)
+        "resampled_to_training_grid": predictor.runs_on_training_grid(tuple(bundle.input_grid)),
         "test_rel_l2": float(np.mean(errs)),
         "n_test": len(test),
         "seconds": round(time.perf_counter() - started, 2),
@@ -629,7 +651,12 @@ def predict(model, *, data: str, out, keys=None, resolution: Optional[int] = Non
         raise ConfigError(f"--out {out}: predictions are written as .npz; give a file name ending in .npz")
     if out.exists() and out.is_dir():
         raise ConfigError(f"--out {out} is a directory; give a file name ending in .npz")
+    _check_writable(out.parent, shown=out, error=ConfigError)
     predictor = load(model, resample=resample)
+    if predictor.time_dependent:  # a trajectory file: rolled out from each trajectory's first state(s)
+        mode = " --mode autoregressive" if int((predictor.artifact.get("info") or {}).get("history", 1)) > 1 else ""
+        raise ConfigError(f"{model} is a time-dependent model: `opformer rollout {model} --data {data}{mode}` writes "
+                          "its predictions at the times you ask for")
     keys = list(keys) if keys else list(predictor.artifact.get("keys"))
     if len(keys) not in (1, 2):
         raise ConfigError(f"--keys needs INPUT or INPUT,TARGET, got {','.join(keys)}")
@@ -654,11 +681,7 @@ def predict(model, *, data: str, out, keys=None, resolution: Optional[int] = Non
         arrays = {"prediction": predictor.predict(x, batch_size=batch_size)}
         summary.update(n=int(x.shape[0]))
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp.npz")
-    try:
-        np.savez(tmp, **arrays)
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
+    with replacing(out, "wb") as fh:
+        np.savez(fh, **arrays)
     summary["out"] = str(out)
     return summary

@@ -71,7 +71,8 @@ def test_split_errors_name_the_flag_and_the_counts():
         make_splits(10, n_test=10)
     with pytest.raises(DataError, match=r"--n-test 50 must be between 1 and the 40 samples of the test file"):
         make_splits(10, 40, n_test=50)
-    with pytest.raises(DataError, match=r"--n-val 9 leaves no training sample: the pool has 9 samples"):
+    with pytest.raises(DataError, match=r"--n-val 9 leaves no training sample: the training file has 9 samples for "
+                                        r"training and validation after 1 for testing"):
         make_splits(10, n_test=1, n_val=9)
     with pytest.raises(DataError, match=r"--n-train 0 is more than"):
         make_splits(10, n_train=0)

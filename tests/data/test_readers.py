@@ -9,6 +9,7 @@ import scipy.io
 import torch
 
 from opformer.data import load_arrays, open_source
+from opformer.data.readers import describe_arrays
 from opformer.pde import DataError, generate_dataset, make_recipe
 
 A = np.arange(3 * 4 * 5, dtype=np.float64).reshape(3, 4, 5)
@@ -105,3 +106,24 @@ def test_unfinished_generation_is_not_read(tmp_path):
         load_arrays(tmp_path / "p.h5")
     with pytest.raises(DataError, match=r"incomplete data file \(1 of 4 samples"):
         load_arrays(tmp_path / "p.h5.partial")
+
+
+def test_h5_keys_may_name_datasets_in_groups_and_describe_arrays_lists_every_format(tmp_path):
+    with h5py.File(tmp_path / "g.h5", "w") as h5:
+        h5["inputs/a"] = A
+        h5["results/deep/u"] = U.astype(np.float32)
+    out = load_arrays(tmp_path / "g.h5", keys=("inputs/a", "results/deep/u"))
+    np.testing.assert_array_equal(out["results/deep/u"], U)
+    with pytest.raises(DataError, match=r"key 'results/v' not found; available keys: \['inputs/a', 'results/deep/u'\]"):
+        load_arrays(tmp_path / "g.h5", keys=("inputs/a", "results/v"))
+    assert describe_arrays(tmp_path / "g.h5") == [("inputs/a", (3, 4, 5), "float64"),
+                                                  ("results/deep/u", (3, 4, 5), "float32")]
+    np.savez(tmp_path / "d.npz", coeff=A, sol=U.astype(np.float32))
+    assert describe_arrays(tmp_path / "d.npz") == [("coeff", (3, 4, 5), "float64"), ("sol", (3, 4, 5), "float32")]
+    scipy.io.savemat(tmp_path / "d.mat", {"coeff": A})
+    assert describe_arrays(tmp_path / "d.mat") == [("coeff", (3, 4, 5), "double")]
+    torch.save({"coeff": torch.as_tensor(A)}, tmp_path / "d.pt")
+    assert describe_arrays(tmp_path / "d.pt") == [("coeff", (3, 4, 5), "float64")]
+    (tmp_path / "d.csv").write_text("1,2\n")
+    with pytest.raises(DataError, match="unsupported file type '.csv'"):
+        describe_arrays(tmp_path / "d.csv")

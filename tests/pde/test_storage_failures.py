@@ -70,7 +70,7 @@ def test_a_file_that_cannot_fit_is_refused_before_any_sample_is_computed(tmp_pat
         " '--no-progress']))\n", limit=100_000)
     assert proc.returncode == 2, proc.stderr
     err = proc.stderr.strip()
-    assert err.startswith("error:") and "\n" not in err, err
+    assert err.startswith("opformer: error:") and "\n" not in err, err
     assert "d.h5.partial" in err and "file size limit" in err and "needs about" in err, err
     assert not partial_path(out).exists() and not out.exists()
 

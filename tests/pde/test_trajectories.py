@@ -143,7 +143,7 @@ def test_unavailable_device_is_one_clear_error(tmp_path, capsys):
                  "--t-final", "0.1", "--snapshots", "1", "--device", "cuda", "--out", str(tmp_path / "g.h5"),
                  "--no-progress"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("error: cannot use the device 'cuda'") and "\n" not in err
+    assert err.startswith("opformer: error: cannot use the device 'cuda'") and "\n" not in err
 
 
 def test_ns_default_recipe_is_unchanged_by_make_recipe():

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 import opformer
+import opformer.tasks.artifact  # noqa: F401  (the errors below are named through it)
 from opformer.cli import main
 from opformer.data.datasets import FieldDataset, read_blocks, sample_array, stride_for
 from opformer.tasks import Bundle, Task, register_task, unregister_task
@@ -229,6 +230,54 @@ def test_files_that_would_run_code_are_refused_and_the_code_never_runs(tmp_path,
     assert not (tmp_path / "p.npz").exists()
 
 
+def test_broken_data_files_and_outputs_under_a_file_are_one_line_errors(own_run, own_file, tmp_path, capsys):
+    """Empty, cut-off and foreign data files, a pickled .pt whose code must not run, and --out under an existing
+    file: each is one line naming the file, with nothing written."""
+    ck = str(own_run / "checkpoints" / "best.ckpt")
+    marker = tmp_path / "payload-ran"
+
+    class Payload:
+        def __reduce__(self):
+            return (Path.touch, (marker,))
+
+    (tmp_path / "empty.npz").write_bytes(b"")
+    (tmp_path / "cut.npz").write_bytes(own_file.read_bytes()[:300])
+    (tmp_path / "text.pt").write_text("hello\n")
+    torch.save({"x": Payload(), "y": torch.zeros(3)}, tmp_path / "evil.pt")
+    expected = {"empty.npz": "cannot be read as .npz (an empty file)", "cut.npz": "not a zip archive",
+                "text.pt": "cannot be read as .pt", "evil.pt": "refused: the file holds pickled Python objects"}
+    for name, text in expected.items():
+        for argv in (["train", "burgers-gt", "--data", str(tmp_path / name), "--keys", "x,y", "--out",
+                      str(tmp_path / "r")],
+                     ["eval", ck, "--data", str(tmp_path / name), "--keys", "x,y"],
+                     ["predict", ck, "--data", str(tmp_path / name), "--keys", "x", "--out", str(tmp_path / "p.npz")]):
+            assert main(argv) == 2, argv
+            err = capsys.readouterr().err
+            assert err.count("\n") == 1 and text in err and "Traceback" not in err, (argv, err)
+    assert not marker.exists(), "reading a data file ran code from it"
+    (tmp_path / "afile").write_text("mine")
+    for argv in (["predict", ck, "--data", str(own_file), "--out", str(tmp_path / "afile" / "p.npz")],
+                 ["eval", ck, "--data", str(own_file), "--out", str(tmp_path / "afile")],
+                 ["eval", ck, "--data", str(own_file), "--out", str(tmp_path / "afile" / "sub")]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "afile is a file, not a directory" in err, err
+    assert (tmp_path / "afile").read_text() == "mine"
+    assert not (tmp_path / "r").exists() and not (tmp_path / "p.npz").exists()
+
+
+def test_eval_names_its_directory_after_the_file_and_data_info_lists_arrays(own_run, own_file, tmp_path, capsys):
+    ck = own_run / "checkpoints" / "best.ckpt"
+    assert main(["eval", str(ck), "--data", str(own_file)]) == 0
+    m = json.loads((own_run / "eval-mine-64" / "metrics.json").read_text())  # not the run's own eval-64
+    assert m["n_test"] == 80 and m["resampled_to_training_grid"] is False
+    capsys.readouterr()
+    assert main(["data", "info", str(own_file)]) == 0
+    out = capsys.readouterr().out
+    assert "not an opformer data file" in out and "x  (80, 64, 1)  float64" in out and "y  (80, 64, 1)  float32" in out
+    assert opformer.load(ck).predict(np.zeros((0, 64))).shape == (0, 64)  # no samples: an empty batch of the shape
+
+
 # --- 2D: a model trained at 17 x 17 evaluates on a 33 x 33 file of the same fields --------------------------------------
 def test_darcy_model_trained_at_17_evaluates_at_33(tmp_path, capsys):
     train_f, test_f = tmp_path / "d33.h5", tmp_path / "d33_test.h5"
@@ -251,3 +300,24 @@ def test_darcy_model_trained_at_17_evaluates_at_33(tmp_path, capsys):
     assert e33["resolution"] == [33, 33]
     assert m["test_rel_l2"] < 0.5 and e33["test_rel_l2"] < 1.5 * m["test_rel_l2"] + 0.05, (m, e33)
 
+
+
+def test_a_2d_grid_too_small_for_the_task_is_one_line(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    for n in (1, 2):
+        np.savez(tmp_path / f"g{n}.npz", perm=rng.random((9, n, n)), pressure=rng.random((9, n, n)))
+        for preset in ("darcy-gt", "darcy-inverse-fno"):
+            code = main(["train", preset, "--data", str(tmp_path / f"g{n}.npz"), "--keys", "perm,pressure",
+                         "--out", str(tmp_path / "r"), "--no-progress"])
+            err = capsys.readouterr().err
+            assert code == 2 and err.count("\n") == 1, err
+            assert f"needs grids of at least 3 x 3 points, found {n} x {n}" in err, err
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_test_file_on_another_grid_says_so(own_file, tmp_path, capsys):
+    np.savez(tmp_path / "t128.npz", x=np.zeros((5, 128)), y=np.ones((5, 128)))
+    assert main(["train", "burgers-gt", "--data", str(own_file), "--test-data", str(tmp_path / "t128.npz"), "--keys",
+                 "x,y", "--out", str(tmp_path / "r"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "the test file's grid (128,) differs from the training file's (64,)" in err and err.count("\n") == 1, err

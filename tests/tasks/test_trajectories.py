@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import h5py
 import numpy as np
 import pytest
 import torch
@@ -60,6 +61,7 @@ def test_tiny_navier_stokes_trains_and_rolls_out_through_the_cli(ns_file, tmp_pa
                  "--width", "8", "--out", str(out), "--no-progress"]) == 0
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["task"] == "ns" and np.isfinite(metrics["test_rel_l2"])
+    assert metrics["trajectories"] == {"train": 14, "val": 2, "test": 4}  # the splits count trajectories
     ck = out / "checkpoints" / "best.ckpt"
     for mode in ("direct", "autoregressive", "mixed"):
         assert main(["rollout", str(ck), "--data", str(ns_file), "--mode", mode, "--samples", "3",
@@ -85,6 +87,27 @@ def test_tiny_navier_stokes_trains_and_rolls_out_through_the_cli(ns_file, tmp_pa
     np.testing.assert_allclose(mixed[:, 0], model.rollout(u0, [3 * step], mode="direct")[:, 0], rtol=1e-6, atol=1e-6)
     with pytest.raises(opformer.tasks.artifact.ConfigError, match="ascending"):
         model.rollout(u0, [1.0, 0.5])
+    # predict with a lead time is the direct rollout's jump; one tau per sample; without one: a clear error
+    np.testing.assert_array_equal(model.predict(u0, lead_time=step), direct[:, 0])
+    per_sample = model.predict(torch.as_tensor(u0), lead_time=[step, 3 * step])
+    assert torch.is_tensor(per_sample)
+    np.testing.assert_allclose(per_sample[1].numpy(), model.rollout(u0, [3 * step])[1, 0], rtol=1e-6, atol=1e-6)
+    with pytest.raises(opformer.tasks.artifact.ConfigError, match="time-dependent: give lead_time"):
+        model.predict(u0)
+    with pytest.raises(opformer.tasks.artifact.ConfigError, match="one value or one per sample"):
+        model.predict(u0, lead_time=[1.0, 2.0, 3.0])
+    assert model.predict(u0[:0], lead_time=step).shape == (0, *u0.shape[1:])
+    # the rollout command writes the predicted fields, the same as Predictor.rollout on its trajectories
+    saved = np.load(tmp_path / "direct" / "predictions.npz")
+    np.testing.assert_array_equal(saved["times"], [0.5, 1, 2, 3.5])
+    first = saved["trajectories"][0]
+    with h5py.File(ns_file, "r") as h5:
+        u0_file = np.asarray(h5["w"][first, 0])
+    np.testing.assert_allclose(saved["prediction"][0], model.rollout(u0_file[None], [0.5, 1, 2, 3.5])[0],
+                               rtol=1e-5, atol=1e-6)
+    # `opformer predict` points a time-dependent model at rollout, in one line
+    assert main(["predict", str(ck), "--data", str(ns_file), "--out", str(tmp_path / "p.npz")]) == 2
+    assert not (tmp_path / "p.npz").exists()
 
 
 def test_own_trajectories_with_other_keys_a_channel_axis_and_times_as_array_or_attribute(tmp_path):

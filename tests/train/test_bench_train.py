@@ -43,4 +43,4 @@ def test_bench_train_on_a_gpu_that_is_not_there_is_one_line(tiny_config, capsys,
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert main(["bench", "train", str(tiny_config), "--device", "cuda"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["error: --device cuda: no CUDA device is visible to torch"]
+    assert err == ["opformer: error: --device cuda: no CUDA device is visible to torch"]
