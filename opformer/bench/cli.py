@@ -167,8 +167,8 @@ def cmd_attention(args) -> int:
         from .reference import reference_available
 
         if not reference_available():
-            print("opformer: error: --reference needs the reference package: pip install --no-deps galerkin-transformer==0.2.1",
-                  file=sys.stderr)
+            print("opformer: error: --reference needs the reference package: "
+                  "pip install --no-deps galerkin-transformer==0.2.1", file=sys.stderr)
             return 2
     records = bench_attention(
         args.kinds, args.n, max_memory=max_memory, isolate=not args.in_process, timeout=args.timeout,

@@ -210,7 +210,8 @@ def make_splits(
         raise DataError(f"--train-pool {train_pool} is more than the {available} samples available in {where}{extra}")
     nv = _count(n_val, pool, "validation", "--n-val")
     if nv >= pool:
-        raise DataError(f"--n-val {n_val} leaves no training sample: {where} has {pool} sample{'s' if pool != 1 else ''} "
+        plural = "s" if pool != 1 else ""
+        raise DataError(f"--n-val {n_val} leaves no training sample: {where} has {pool} sample{plural} "
                         f"for training and validation{'' if separate else f' after {nt} for testing'} (the "
                         "splits default to 10 % test and 10 % validation; too few samples, or set --n-val/--n-test)")
     ntr = pool - nv if n_train is None else int(n_train)
