@@ -223,8 +223,8 @@ class Predictor:
         return "times" in (self.artifact.get("info") or {})
 
     def predict(self, inputs, coords=None, batch_size: int = 32, lead_time=None):
-        """Predictions for ``inputs`` (samples, *grid[, channels]), numpy or torch (the same type back, float32, with
-        a channel axis only where the input had one).  A
+        """Predictions for ``inputs`` (samples, *grid[, channels]), numpy or torch (the same type back, float32; a
+        one-channel output loses its channel axis where the input had none).  A
         time-dependent model also needs ``lead_time``: tau, one number or one per sample (see :meth:`rollout` for
         several times); one trained with a history of h snapshots takes them stacked in the channels instead."""
         history = int((self.artifact.get("info") or {}).get("history", 1))
