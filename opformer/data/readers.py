@@ -31,7 +31,7 @@ import numpy as np
 from ..pde.errors import DataError, MissingKeyError
 from ..pde.storage import FORMAT, canonical_recipe, read_header, recipe_diff
 
-__all__ = ["ArraySource", "open_source", "load_arrays", "resolve_paths", "describe_arrays", "torch_load_detail"]
+__all__ = ["ArraySource", "open_source", "load_arrays", "resolve_paths", "describe_arrays", "safe_torch_load"]
 
 _HDF5_SUFFIXES = (".h5", ".hdf5", ".hdf")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -43,11 +43,20 @@ def _first_line(exc: BaseException) -> str:
     return lines[0] if lines else f"{type(exc).__name__}: no further detail"
 
 
-def torch_load_detail(exc: BaseException) -> str:
+def _torch_load_detail(exc: BaseException) -> str:
     """What went wrong in a failed ``torch.load``, in one short clause: the first sentence of its message, or
     "unrecognised content" for the legacy loader's bare ``KeyError`` on a file torch.save did not write."""
     detail = _first_line(exc).split(". ")[0]
     return "unrecognised content" if isinstance(exc, KeyError) or len(detail) < 8 else detail
+
+
+def _hdf5_datasets(h5) -> list[str]:
+    """Every dataset of an open HDF5 file by its path (``group/name``: a key may name one inside a group), except
+    MATLAB's ``#refs#`` internals, which are not variables."""
+    names: list[str] = []
+    h5.visititems(lambda name, obj: names.append(name)
+                  if isinstance(obj, h5py.Dataset) and not name.startswith("#") else None)
+    return names
 
 
 def _check_npz(path: Path) -> None:
@@ -61,14 +70,14 @@ def _check_npz(path: Path) -> None:
         raise DataError(f"{path}: cannot be read as .npz ({what})")
 
 
-def _read_pt(path: Path):
-    """``torch.load(path, weights_only=True)`` with its failures as one line in the user's terms."""
+def safe_torch_load(path, error: type[Exception], refused: str, unreadable: str):
+    """``torch.load(path, weights_only=True)`` on the CPU, torch's warnings muted; a failure is one ``error`` line:
+    ``"PATH: refused"`` for a file holding pickled objects (whose code never runs), else ``"PATH: unreadable
+    (what went wrong)"``.  The one loader of checkpoints and of a user's ``.pt`` data."""
     import warnings
 
     import torch
 
-    if path.stat().st_size == 0:
-        raise DataError(f"{path}: cannot be read as .pt (an empty file)")
     try:
         with warnings.catch_warnings():  # torch warns about old pickle protocols: the error below says enough
             warnings.simplefilter("ignore")
@@ -76,10 +85,18 @@ def _read_pt(path: Path):
     except Exception as exc:  # noqa: BLE001 - torch raises several types for foreign or broken files
         text = str(exc)
         if "weights_only" in text or "Unsupported global" in text or "GLOBAL" in text:
-            raise DataError(f"{path}: refused: the file holds pickled Python objects (loading them can run code); "
-                            "save a dict of tensors instead: torch.save({'x': tensor, ...})") from None
-        raise DataError(f"{path}: cannot be read as .pt, a file written by torch.save "
-                        f"({torch_load_detail(exc)})") from None
+            raise error(f"{path}: {refused}") from None
+        raise error(f"{path}: {unreadable} ({_torch_load_detail(exc)})") from None
+
+
+def _read_pt(path: Path):
+    """A user's ``.pt`` data file through :func:`safe_torch_load`, its failures in the data's terms."""
+    if path.stat().st_size == 0:
+        raise DataError(f"{path}: cannot be read as .pt (an empty file)")
+    return safe_torch_load(path, DataError,
+                           refused="refused: the file holds pickled Python objects (loading them can run code); "
+                                   "save a dict of tensors instead: torch.save({'x': tensor, ...})",
+                           unreadable="cannot be read as .pt, a file written by torch.save")
 
 
 def resolve_paths(paths) -> list[Path]:
@@ -156,10 +173,7 @@ class _File:
                             f"finish the generation first"
                         )
                     self.coords = {k: h5[k][...] for k in ("x", "y", "t") if k in h5}
-                names: list[str] = []  # every dataset by its path, so that a key may name one inside a group
-                h5.visititems(lambda name, obj: names.append(name) if isinstance(obj, h5py.Dataset)
-                              and not name.startswith("#") else None)  # MATLAB's #refs# are not variables
-                self._missing(names)
+                self._missing(_hdf5_datasets(h5))
                 self.shapes = {}
                 for key in self.keys:
                     shape = tuple(h5[key].shape)
@@ -366,10 +380,9 @@ def describe_arrays(path) -> list[tuple[str, tuple, str]]:
         flip = suffix == ".mat"
         try:
             with h5py.File(path, "r") as h5:
-                def visit(name, obj):
-                    if isinstance(obj, h5py.Dataset) and not name.startswith("#"):
-                        found.append((name, tuple(obj.shape)[::-1] if flip else tuple(obj.shape), str(obj.dtype)))
-                h5.visititems(visit)
+                for name in _hdf5_datasets(h5):
+                    shape = tuple(h5[name].shape)
+                    found.append((name, shape[::-1] if flip else shape, str(h5[name].dtype)))
         except OSError as exc:
             raise DataError(f"{path}: cannot be read as HDF5 ({_first_line(exc)})") from None
     elif suffix == ".mat":

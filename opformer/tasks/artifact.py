@@ -24,7 +24,7 @@ import torch
 from ..atomic import atomic_write_bytes, atomic_write_text
 from ..config import RESAMPLE, ConfigError, OpformerWarning
 from ..data.datasets import UnitGaussianNormalizer
-from ..data.readers import torch_load_detail
+from ..data.readers import safe_torch_load
 from .base import Bundle, Operator, Task, get_task, grid_coords, options_from
 from .losses import rel_l2
 
@@ -74,16 +74,9 @@ def read_checkpoint(path: Union[str, os.PathLike]) -> dict:
         raise LoadError(f"{path}: no such file or directory")
     if path.is_dir():
         raise LoadError(f"{path}: is a directory without config.json and model.safetensors")
-    try:
-        with warnings.catch_warnings():  # torch warns about old pickle protocols; the refusal below says enough
-            warnings.simplefilter("ignore")
-            ck = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # noqa: BLE001 - torch raises several types for foreign or broken files
-        text = torch_load_detail(exc)
-        if "weights_only" in str(exc) or "Unsupported global" in str(exc) or "GLOBAL" in str(exc):
-            raise LoadError(f"{path}: refused: the file holds pickled objects that would run code when loaded; "
-                            "opformer only loads plain tensors") from None
-        raise LoadError(f"{path}: not a readable checkpoint ({text})") from None
+    ck = safe_torch_load(path, LoadError, unreadable="not a readable checkpoint",
+                         refused="refused: the file holds pickled objects that would run code when loaded; "
+                                 "opformer only loads plain tensors")
     if not isinstance(ck, dict):
         raise LoadError(f"{path}: not an opformer checkpoint (found a {type(ck).__name__})")
     return ck
@@ -222,12 +215,17 @@ class Predictor:
         """Whether the model maps u(t) to u(t + tau) (a trajectories task): its predictions need a lead time."""
         return "times" in (self.artifact.get("info") or {})
 
+    @property
+    def history(self) -> int:
+        """How many past snapshots a time-dependent model takes (> 1: the FNO protocol, one snapshot a step)."""
+        return int((self.artifact.get("info") or {}).get("history", 1))
+
     def predict(self, inputs, coords=None, batch_size: int = 32, lead_time=None):
         """Predictions for ``inputs`` (samples, *grid[, channels]), numpy or torch (the same type back, float32; a
         one-channel output loses its channel axis where the input had none).  A
         time-dependent model also needs ``lead_time``: tau, one number or one per sample (see :meth:`rollout` for
         several times); one trained with a history of h snapshots takes them stacked in the channels instead."""
-        history = int((self.artifact.get("info") or {}).get("history", 1))
+        history = self.history
         needs_tau = self.time_dependent and history == 1  # a history model steps one snapshot from its h channels
         if needs_tau and lead_time is None:
             raise ConfigError("this model is time-dependent: give lead_time (how far ahead to predict, tau) or use "
@@ -271,7 +269,7 @@ class Predictor:
         jumps first: repeated jumps of the longest lead time seen in training (a multiple of ``step``), then
         shorter ones, down to ``step``.  Any t > 0 is allowed, also beyond the training horizon."""
         info = self.artifact.get("info") or {}
-        if "times" not in info:
+        if not self.time_dependent:
             raise ConfigError(f"the model of task {self.task.name} is not time-dependent: it has no rollout")
         step = float(info["step"] if step is None else step)
         if not step > 0:
@@ -281,8 +279,8 @@ class Predictor:
             raise ConfigError(f"--times must be ascending values > 0, got {times}")
         if mode not in ("direct", "autoregressive", "mixed"):
             raise ConfigError(f"--mode must be direct, autoregressive or mixed, got {mode!r}")
-        if int(info.get("history", 1)) > 1:
-            return self._rollout_history(u0, times, mode, step, int(info["history"]))
+        if self.history > 1:
+            return self._rollout_history(u0, times, mode, step, self.history)
         as_torch = torch.is_tensor(u0)
         x = u0.detach().cpu().numpy() if as_torch else np.asarray(u0)
         squeeze = x.ndim == self.task.dim + 1

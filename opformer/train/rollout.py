@@ -69,16 +69,14 @@ def rollout_file(model, *, data, mode="direct", step: Optional[float] = None, ti
     from ..data.readers import open_source
     from ..tasks.artifact import load
 
-    if out is not None:  # checked before the model is loaded and the data read
+    if out is not None:  # checked before the model is loaded and the data read (a file there is refused too)
         from .run import _check_writable
 
         out = Path(out)
-        if out.exists() and not out.is_dir():
-            raise ConfigError(f"--out {out} is a file, not a directory")
         _check_writable(out, error=ConfigError)
     predictor = load(model)
     info = predictor.artifact.get("info") or {}
-    if "times" not in info:
+    if not predictor.time_dependent:
         raise ConfigError(f"{model}: the model of task {predictor.task.name} is not time-dependent")
     key = key or info.get("key") or predictor.artifact["keys"][0]
     src = open_source(data, (key,))
@@ -93,7 +91,7 @@ def rollout_file(model, *, data, mode="direct", step: Optional[float] = None, ti
         traj = traj[..., 0]
     file_times = np.asarray(src.coords.get("t", np.asarray(info["times"])[: traj.shape[1]]), dtype=np.float64)
     rel = file_times - file_times[0]
-    h = int(info.get("history", 1))
+    h = predictor.history
     want = rel[h:] if times is None else np.asarray(times, dtype=np.float64)
     if h > 1:  # the FNO protocol: the first h snapshots in, the rest predicted one step at a time
         pred = predictor.rollout(traj[:, :h], want - rel[h - 1], mode=mode, step=step)

@@ -600,10 +600,8 @@ def evaluate(checkpoint, *, data: Optional[str] = None, keys=None, resolution: O
     own test split; at the file's resolution or ``resolution``.  Writes metrics.json and a prediction plot.
     ``resample``: see :func:`opformer.load`."""
     checkpoint = Path(checkpoint)
-    if out is not None:  # checked before the model is loaded and the data read
+    if out is not None:  # checked before the model is loaded and the data read (a file there is refused too)
         out = Path(out)
-        if out.exists() and not out.is_dir():
-            raise ConfigError(f"--out {out} is a file, not a directory")
         _check_writable(out, error=ConfigError)
     predictor = load(checkpoint, resample=resample)
     started = time.perf_counter()
@@ -654,7 +652,7 @@ def predict(model, *, data: str, out, keys=None, resolution: Optional[int] = Non
     _check_writable(out.parent, shown=out, error=ConfigError)
     predictor = load(model, resample=resample)
     if predictor.time_dependent:  # a trajectory file: rolled out from each trajectory's first state(s)
-        mode = " --mode autoregressive" if int((predictor.artifact.get("info") or {}).get("history", 1)) > 1 else ""
+        mode = " --mode autoregressive" if predictor.history > 1 else ""
         raise ConfigError(f"{model} is a time-dependent model: `opformer rollout {model} --data {data}{mode}` writes "
                           "its predictions at the times you ask for")
     keys = list(keys) if keys else list(predictor.artifact.get("keys"))
