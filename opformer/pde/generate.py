@@ -34,6 +34,7 @@ import math
 import os
 import sys
 import time
+import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -581,6 +582,10 @@ class _WorkerPool:
       :meth:`terminate` (SIGTERM, then SIGKILL) ends them at once, mid-task.
     * A worker that dies (killed, out of memory) is reported instead of waiting for its result forever.
     * Each uses one thread for OpenMP/BLAS/torch (``OMP_NUM_THREADS=1`` ...): the processes are the parallelism.
+    * They do not run the caller's script: ``spawn`` would re-import ``__main__`` in every worker, so a script that
+      calls :func:`ensure_dataset` without an ``if __name__ == "__main__":`` guard (or code piped to ``python -``)
+      would start the generation again in each worker and kill it. The workers need nothing from ``__main__``
+      (they run this module's ``_worker_main`` on plain dicts and arrays), so it is hidden while they start.
     """
 
     _THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
@@ -595,10 +600,16 @@ class _WorkerPool:
                       for _ in range(workers)]
         saved = {k: os.environ.get(k) for k in self._THREAD_VARS}
         os.environ.update({k: "1" for k in self._THREAD_VARS})  # read by the children's libraries at import
+        main = sys.modules.get("__main__")
+        sys.modules["__main__"] = types.ModuleType("__main__")  # what spawn's workers would re-import (see above)
         try:
             for p in self.procs:
                 p.start()
         finally:
+            if main is None:
+                sys.modules.pop("__main__", None)
+            else:
+                sys.modules["__main__"] = main
             for k, v in saved.items():
                 if v is None:
                     os.environ.pop(k, None)

@@ -125,3 +125,25 @@ def test_a_stop_request_whose_exception_was_lost_still_stops_the_generation(tmp_
     assert partial_path(out).exists() and not out.exists()
     assert not interrupt._STOP.is_set()
     assert gen.generate_dataset(recipe, out, workers=workers, chunk_size=2, progress=False) == out
+
+
+@pytest.mark.parametrize("how", ["script", "stdin"])
+def test_workers_start_from_a_script_without_a_main_guard(tmp_path, how):
+    """``spawn`` re-imports the caller's ``__main__`` in every worker; a plain script (no ``if __name__ ==
+    "__main__":``) or code piped to ``python -`` would run the generation again inside each worker and kill it. The
+    workers must start from either and the file must come out complete, with the script run once."""
+    code = ("import sys\n"
+            "from opformer.pde import ensure_dataset\n"
+            "print('script ran', file=sys.stderr)\n"
+            "ensure_dataset('burgers', 'b.h5', n_samples=8, resolution=64, solve_resolution=64, steps=20, "
+            "workers=2, progress=False)\n")
+    if how == "script":
+        (tmp_path / "make.py").write_text(code)
+        args, stdin = [sys.executable, "make.py"], None
+    else:
+        args, stdin = [sys.executable, "-"], code
+    proc = subprocess.run(args, cwd=tmp_path, input=stdin, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.count("script ran") == 1
+    with h5py.File(tmp_path / "b.h5", "r") as f:
+        assert f["a"].shape == (8, 64)
