@@ -165,3 +165,5 @@ run fts-qk         darcy-ft-cpu "${FTS[@]}" --norm-scheme galerkin
 run fts-qk-enc0.1  darcy-ft-cpu "${FTS[@]}" --norm-scheme galerkin --lr-scale encoder=0.1
 # ... and pre-LN (the branches see normalized inputs; not in the paper)
 run fts-pre        darcy-ft-cpu "${FTS[@]}" --norm-scheme pre
+# ... and depth (8 layers instead of 6)
+run fts-l8         darcy-ft-cpu "${FTS[@]}" --num-layers 8
