@@ -45,24 +45,62 @@ class TrajectoryOptions:
     dt: float = opt(1.0, "time between snapshots when the file stores no times", above=0.0)
 
 
-def _snapshot_times(path, src, options, n_times: int) -> np.ndarray:
-    """The times of the snapshots: an opformer file's ``t``, else the array or HDF5 attribute ``--time-key``, else
-    ``--dt`` times the snapshot index."""
-    if options.time_key == "t" and "t" in src.coords:
-        return np.asarray(src.coords["t"], dtype=np.float64)
+def stored_times(path, src, key: str, time_key: str) -> Optional[np.ndarray]:
+    """The snapshot times a file stores, or None: the array ``time_key``, an HDF5 attribute ``time_key`` of the file
+    or of the trajectory dataset ``key``, else an opformer file's ``t``."""
+    if time_key == "t" and "t" in src.coords:
+        return np.asarray(src.coords["t"], dtype=np.float64).reshape(-1)
     try:
-        return np.asarray(load_arrays(path, (options.time_key,))[options.time_key], dtype=np.float64).reshape(-1)
+        return np.asarray(load_arrays(path, (time_key,))[time_key], dtype=np.float64).reshape(-1)
     except DataError:
         pass
     if str(path).endswith((".h5", ".hdf5")):
         import h5py
 
         with h5py.File(path, "r") as h5:
-            if options.time_key in h5.attrs:
-                return np.asarray(h5.attrs[options.time_key], dtype=np.float64).reshape(-1)
+            for obj in (h5, h5.get(key)):
+                if obj is not None and time_key in obj.attrs:
+                    return np.asarray(obj.attrs[time_key], dtype=np.float64).reshape(-1)
+    if "t" in src.coords:
+        return np.asarray(src.coords["t"], dtype=np.float64).reshape(-1)
+    return None
+
+
+def _snapshot_times(path, src, options, n_times: int, key: str, fitting: bool) -> np.ndarray:
+    """The times of the snapshots: the array or HDF5 attribute ``--time-key`` (an opformer file's ``t``), else
+    ``--dt`` times the snapshot index.  A ``--time-key`` the user named for training (``fitting``) must exist."""
+    times = stored_times(path, src, key, options.time_key)
+    if times is not None:
+        return times
+    if fitting and options.time_key != "t":
+        raise DataError(f"{path}: no array or HDF5 attribute {options.time_key!r} (--time-key) holds the snapshot "
+                        f"times (`opformer data info {path}` lists its arrays); leave --time-key out and give --dt "
+                        f"when the file stores none")
     warnings.warn(f"{path} stores no snapshot times (no array or attribute {options.time_key!r}, --time-key): the "
                   f"snapshots are taken {options.dt:g} apart (--dt)", OpformerWarning, stacklevel=2)
     return np.arange(n_times) * options.dt
+
+
+def rollout_times(path, src, key: str, n_times: int, options, trained) -> np.ndarray:
+    """The snapshot times of a file a trained model rolls out on: the times it stores (the training's
+    ``--time-key``, or ``t``), else the training times (``trained``), continued at their spacing where the file has
+    more snapshots."""
+    times = stored_times(path, src, key, options.time_key)
+    if times is None:
+        trained = np.asarray(trained, dtype=np.float64)
+        steps = np.diff(trained)
+        if n_times <= len(trained):
+            times = trained[:n_times]
+        elif len(steps) and np.allclose(steps, steps[0], rtol=1e-6, atol=0.0):
+            times = trained[0] + steps[0] * np.arange(n_times)
+        else:
+            raise DataError(f"{path}: {n_times} snapshots and no times ({options.time_key!r}); the model was trained "
+                            f"on {len(trained)} unevenly spaced times, so the later ones are unknown: store the "
+                            f"times in the file")
+    if times.shape != (n_times,) or np.any(np.diff(times) <= 0):
+        raise DataError(f"{path}: the times {options.time_key!r} must be {n_times} increasing values, found "
+                        f"{times.shape}")
+    return times
 
 
 def make_pairs(n_traj: int, allowed: np.ndarray, strategy: str, include_zero: bool) -> np.ndarray:
@@ -151,10 +189,10 @@ class TrajectoryTask(Task):
             raise DataError(f"{test_src.describe()}: key {key!r} shape {test_src.shapes[key]} differs from the "
                             f"training file's {train_src.shapes[key]}")
         n_times = train_src.shapes[key][1]
-        times = _snapshot_times(files["train"], train_src, options, n_times)
+        times = _snapshot_times(files["train"], train_src, options, n_times, key, normalizers is None)
         if times.shape != (n_times,) or np.any(np.diff(times) <= 0):
-            raise DataError(f"{train_src.describe()}: the times 't' must be {n_times} increasing values, found "
-                            f"{times.shape}")
+            raise DataError(f"{train_src.describe()}: the times {options.time_key!r} must be {n_times} increasing "
+                            f"values, found {times.shape}")
         n = shape[0]
         s = stride_for(n, data.resolution, nodes=False, where=train_src.describe())
         if test_all:

@@ -68,6 +68,7 @@ def rollout_file(model, *, data, mode="direct", step: Optional[float] = None, ti
     from ..config import ConfigError
     from ..data.readers import open_source
     from ..tasks.artifact import load
+    from ..tasks.trajectories import rollout_times
 
     if out is not None:  # checked before the model is loaded and the data read (a file there is refused too)
         from .run import _check_writable
@@ -89,7 +90,7 @@ def rollout_file(model, *, data, mode="direct", step: Optional[float] = None, ti
     traj = src.read(key, indices)
     if traj.ndim == predictor.task.dim + 3:
         traj = traj[..., 0]
-    file_times = np.asarray(src.coords.get("t", np.asarray(info["times"])[: traj.shape[1]]), dtype=np.float64)
+    file_times = rollout_times(data, src, key, traj.shape[1], predictor.options, info["times"])
     rel = file_times - file_times[0]
     h = predictor.history
     want = rel[h:] if times is None else np.asarray(times, dtype=np.float64)

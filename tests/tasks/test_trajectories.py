@@ -157,3 +157,49 @@ def test_history_protocol_steps_one_snapshot_from_the_last_h(ns_file, tmp_path):
     np.testing.assert_allclose(two[:, 1], second, rtol=1e-5, atol=1e-6)
     with pytest.raises(opformer.tasks.artifact.ConfigError, match="autoregressive"):
         model.rollout(traj[:, :2], [step], mode="direct")
+
+
+def test_times_on_the_trajectory_dataset_and_a_missing_time_key_is_one_line(tmp_path, capsys):
+    """The times as an HDF5 attribute of the trajectory dataset itself are found; a --time-key that names nothing in
+    the file stops training in one line instead of silently taking the snapshots --dt apart."""
+    q = np.random.default_rng(1).standard_normal((6, 4, 16))
+    times = np.array([0.0, 0.2, 0.4, 0.8])
+    with h5py.File(tmp_path / "mine.h5", "w") as h5:
+        h5["results/q"] = q
+        h5["results/q"].attrs["time"] = times
+    b = get_task("burgers-traj").load(DataConfig(keys=["results/q"], n_test=1, n_val=1),
+                                      TrajectoryOptions(time_key="time"), {"train": tmp_path / "mine.h5", "test": None})
+    assert np.allclose(b.info["times"], times)
+    assert main(["train", "burgers-traj-fno", "--data", str(tmp_path / "mine.h5"), "--keys", "results/q",
+                 "--time-key", "tme", "--epochs", "1", "--out", str(tmp_path / "run"), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "'tme' (--time-key)" in err[0] and "mine.h5" in err[0]
+    assert not (tmp_path / "run").exists()
+
+
+def test_rollout_covers_every_snapshot_of_a_longer_file_with_or_without_times(tmp_path):
+    """A model trained on 6 snapshots 0.1 apart (times under --time-key), rolled out on trajectories of 11
+    snapshots: the rollout reaches t = 1.0 (beyond the training horizon), from the file's times or, where the file
+    stores none, the training spacing continued."""
+    rng = np.random.default_rng(2)
+    x = np.arange(16) / 16
+
+    def trajectories(n, k):
+        a, p = rng.standard_normal((n, 1, 1)), rng.uniform(0, 2 * np.pi, (n, 1, 1))
+        t = 0.1 * np.arange(k + 1)[None, :, None]
+        return a * np.sin(2 * np.pi * (x[None, None] - t) + p) * np.exp(-t)
+
+    np.savez(tmp_path / "train.npz", q=trajectories(8, 5), time=0.1 * np.arange(6))
+    long = trajectories(3, 10)
+    np.savez(tmp_path / "long.npz", q=long, time=0.1 * np.arange(11))
+    np.savez(tmp_path / "long_no_times.npz", q=long)
+    out = tmp_path / "run"
+    assert main(["train", "burgers-traj-fno", "--data", str(tmp_path / "train.npz"), "--keys", "q", "--time-key",
+                 "time", "--n-test", "1", "--n-val", "1", "--epochs", "1", "--out", str(out), "--no-progress"]) == 0
+    for name in ("long.npz", "long_no_times.npz"):
+        ro = tmp_path / f"ro-{name}"
+        assert main(["rollout", str(out), "--data", str(tmp_path / name), "--mode", "autoregressive",
+                     "--out", str(ro)]) == 0
+        r = json.loads((ro / "rollout.json").read_text())
+        np.testing.assert_allclose(r["times"], 0.1 * np.arange(1, 11), rtol=1e-9)
+        assert all(e is not None for e in r["rel_l2"]) and r["mean_rel_l2_beyond_horizon"] is not None
