@@ -64,7 +64,8 @@ def build_operator(artifact: dict) -> tuple[Operator, Task, object]:
     task = get_task(artifact["task"])
     options = options_from(task, artifact.get("task_options", {}))
     normalizers = {k: UnitGaussianNormalizer.empty(d) for k, d in artifact.get("normalizers", {}).items()}
-    return task.build_operator(dict(artifact["model"]), normalizers, options), task, options
+    operator = task.build_operator(dict(artifact["model"]), normalizers, options)
+    return operator, task, task.inference_options(options, artifact.get("info") or {})
 
 
 def read_checkpoint(path: Union[str, os.PathLike]) -> dict:

@@ -254,6 +254,10 @@ class Task:
         return l2, torch.zeros_like(l2)
 
     # --- inference on arrays ----------------------------------------------------------------------------------------
+    def inference_options(self, options, info: dict):
+        """The task options a loaded model reads new data with (``info``: what its training data recorded)."""
+        return options
+
     def inputs_from_array(self, x: np.ndarray, grid: str) -> tuple[Tensor, Tensor]:
         """A user's input array in the file layout, (samples, *grid) or (samples, *grid, channels), as the
         operator's ``(input, coords)``."""

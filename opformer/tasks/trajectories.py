@@ -247,6 +247,14 @@ class TrajectoryTask(Task):
         return Bundle(datasets, normalizers, "periodic", grid, grid,
                       {"train": str(files["train"]), "test": str(files.get("test") or files["train"])}, info)
 
+    def inference_options(self, options, info: dict):
+        """A file without times is read at the training's snapshot spacing (when it was even), not at ``--dt``'s
+        default: the lead times of ``opformer eval`` are then those the model was trained on."""
+        steps = np.diff(np.asarray(info.get("times", []), dtype=np.float64))
+        if len(steps) and np.allclose(steps, steps[0], rtol=1e-6, atol=0.0) and steps[0] > 0:
+            return dataclasses.replace(options, dt=float(steps[0]))
+        return options
+
     def build_operator(self, model_cfg, normalizers, options) -> Operator:
         from ..models import build_model
 

@@ -203,3 +203,20 @@ def test_rollout_covers_every_snapshot_of_a_longer_file_with_or_without_times(tm
         r = json.loads((ro / "rollout.json").read_text())
         np.testing.assert_allclose(r["times"], 0.1 * np.arange(1, 11), rtol=1e-9)
         assert all(e is not None for e in r["rel_l2"]) and r["mean_rel_l2_beyond_horizon"] is not None
+
+
+def test_eval_on_a_file_without_times_uses_the_training_spacing(tmp_path):
+    """Trained on snapshots 0.1 apart (times under --time-key), evaluated on the same trajectories stored without
+    times: the lead times are the training's (0.1, 0.2, ...), not --dt's default 1, so the error is the same."""
+    q = np.random.default_rng(3).standard_normal((6, 4, 16))
+    np.savez(tmp_path / "with.npz", q=q, time=0.1 * np.arange(4))
+    np.savez(tmp_path / "without.npz", q=q)
+    out = tmp_path / "run"
+    assert main(["train", "burgers-traj-fno", "--data", str(tmp_path / "with.npz"), "--keys", "q", "--time-key",
+                 "time", "--n-test", "1", "--n-val", "1", "--epochs", "1", "--out", str(out), "--no-progress"]) == 0
+    errors = []
+    for name in ("with.npz", "without.npz"):
+        assert main(["eval", str(out), "--data", str(tmp_path / name), "--out", str(tmp_path / f"eval-{name}")]) == 0
+        errors.append(json.loads((tmp_path / f"eval-{name}" / "metrics.json").read_text())["test_rel_l2"])
+    assert errors[0] == pytest.approx(errors[1], rel=1e-6)
+    assert opformer.load(out).options.dt == pytest.approx(0.1)
