@@ -44,7 +44,7 @@ def register(sub) -> None:
     p.add_argument("--test-data", help="test data file (default: the last samples of --data)")
     p.add_argument("--keys", help="input and target array names, INPUT,TARGET (e.g. x,y)")
     p.add_argument("--model", help="another model for the preset's task (e.g. fno, gt, ft-regular)")
-    p.add_argument("--out", help="output directory (default runs/PRESET)")
+    p.add_argument("--out", help="output directory (default runs/PRESET, runs/PRESET-MODEL with --model)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     p.add_argument("--overwrite", action="store_true", help="replace the run in --out")
     p.add_argument("--no-progress", action="store_true",

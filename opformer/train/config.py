@@ -180,7 +180,15 @@ def apply_overrides(cfg: dict, overrides: dict[str, Any]) -> tuple[dict, set]:
     overrides = dict(overrides)
     explicit: set = set()
     if "model" in overrides:  # first: the model decides which model fields exist
-        cfg["model"] = _pick_model(cfg, overrides.pop("model"))
+        picked = str(overrides.pop("model"))
+        cfg["model"] = _pick_model(cfg, picked)
+        # the run is named after the model too: `darcy --model gt` and `darcy --model fno` are two runs (their
+        # default --out directories, their metrics and plot titles), and `burgers-gt --model fno` is not the GT
+        base = cfg.get("name") or cfg.get("task") or "run"
+        if not str(base).endswith(f"-{picked}"):
+            cfg["name"] = f"{base}-{picked}"
+        if "; model " in str(cfg.get("description", "")):
+            cfg["description"] = f"{cfg['description'].rsplit('; model ', 1)[0]}; model {picked}"
     if "task" in overrides:
         cfg["task"] = str(overrides.pop("task"))
         get_task(cfg["task"])

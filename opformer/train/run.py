@@ -55,6 +55,8 @@ _HARDWARE = ("accelerator", "devices", "strategy", "num_nodes", "num_workers", "
 def _config_for_comparison(cfg: dict) -> dict:
     """The fields that define a run's result (how many processes ran it or whether bars are shown do not)."""
     c = json.loads(json.dumps(cfg))
+    for key in ("name", "description"):  # labels: a run keeps its result whatever it is called
+        c.pop(key, None)
     for key in _HARDWARE:
         c["train"].pop(key, None)
     # fields added in later versions: a run recorded without them had their default

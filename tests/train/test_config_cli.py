@@ -88,6 +88,28 @@ def test_overrides_by_leaf_and_dotted_name_are_typed():
     assert resolve(inv).options.noise == 0.1 and resolve(inv).options.coarse_factor == 3
 
 
+def test_a_run_with_another_model_is_named_after_it():
+    """`darcy --model gt` and `darcy --model fno` are two runs: their default --out directories, metrics and titles
+    must not collide, and `burgers-gt --model fno` must not be reported as the GT."""
+    runs = {m: apply_overrides(load_preset("darcy"), {"model": m})[0] for m in ("gt", "fno")}
+    assert resolve(runs["gt"]).name == "darcy-gt" and resolve(runs["fno"]).name == "darcy-fno"
+    fno = resolve(apply_overrides(load_preset("burgers-gt"), {"model": "fno"})[0])
+    assert fno.name == "burgers-gt-fno" and fno.raw["description"].endswith("; model fno")
+    assert resolve(apply_overrides(load_preset("burgers-gt"), {"lr": "1e-3"})[0]).name == "burgers-gt"
+
+
+def test_a_run_resumes_whatever_it_is_named(tmp_path):
+    """The name and description are labels: a run recorded under another name (as `--model` runs were before they
+    were named after their model) resumes."""
+    import yaml
+
+    from opformer.train.run import _config_for_comparison
+
+    cfg = apply_overrides(load_preset("darcy"), {"model": "fno"})[0]
+    old = {**cfg, "name": "darcy", "description": "Darcy; model darcy-gt"}
+    assert _config_for_comparison(yaml.safe_load(yaml.safe_dump(old))) == _config_for_comparison(cfg)
+
+
 def test_a_user_file_drops_the_preset_sizes_of_its_generated_data():
     cfg, _ = apply_overrides(load_preset("burgers-gt"), {"data.path": "mine.h5"})
     run = resolve(cfg)
