@@ -12,7 +12,7 @@ from typing import Optional
 import numpy as np
 
 from ..atomic import atomic_write_text, replacing
-from .cli import _fail
+from .cli import _add_resample, _fail, _one_line_warnings
 
 __all__ = ["register", "rollout_file"]
 
@@ -34,6 +34,7 @@ def register(sub) -> None:
     r.add_argument("--show", type=int, default=0, help="trajectory shown in the panels and the GIF (default 0)")
     r.add_argument("--out", help="output directory (default: RUN/rollout-MODE): rollout.json, rollout.csv, "
                                  "predictions.npz and plots/")
+    _add_resample(r)
     r.set_defaults(func=_run)
 
 
@@ -47,8 +48,9 @@ def _run(args) -> int:
     except ValueError:
         return _fail(f"--times expects comma-separated numbers, got {args.times!r}")
     try:
-        m = rollout_file(args.model, data=args.data, mode=args.mode, step=args.step, times=times, out=args.out,
-                         key=args.keys, samples=args.samples, show=args.show)
+        with _one_line_warnings():
+            m = rollout_file(args.model, data=args.data, mode=args.mode, step=args.step, times=times, out=args.out,
+                             key=args.keys, samples=args.samples, show=args.show, resample=args.resample)
     except (ConfigError, DataError, LoadError) as exc:
         return _fail(exc)
     known = [(t, e) for t, e in zip(m["times"], m["rel_l2"]) if e is not None]
@@ -63,7 +65,7 @@ def _run(args) -> int:
 
 
 def rollout_file(model, *, data, mode="direct", step: Optional[float] = None, times=None, out=None, key=None,
-                 samples: Optional[int] = None, show: int = 0) -> dict:
+                 samples: Optional[int] = None, show: int = 0, resample: str = "auto") -> dict:
     """Roll ``model`` out on the trajectories of ``data``; writes the errors and plots into ``out``."""
     from ..config import ConfigError
     from ..data.readers import open_source
@@ -75,7 +77,7 @@ def rollout_file(model, *, data, mode="direct", step: Optional[float] = None, ti
 
         out = Path(out)
         _check_writable(out, error=ConfigError)
-    predictor = load(model)
+    predictor = load(model, resample=resample)
     info = predictor.artifact.get("info") or {}
     if not predictor.time_dependent:
         raise ConfigError(f"{model}: the model of task {predictor.task.name} is not time-dependent")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 
 import h5py
 import numpy as np
@@ -220,3 +221,37 @@ def test_eval_on_a_file_without_times_uses_the_training_spacing(tmp_path):
         errors.append(json.loads((tmp_path / f"eval-{name}" / "metrics.json").read_text())["test_rel_l2"])
     assert errors[0] == pytest.approx(errors[1], rel=1e-6)
     assert opformer.load(out).options.dt == pytest.approx(0.1)
+
+
+def test_rollout_on_another_grid_warns_in_one_line_and_takes_resample(tmp_path, capsys):
+    """A grid-bound model (scOT) trained on 16 x 16 rolled out on 32 x 32: the note that it runs on its training
+    grid is one 'opformer: warning:' line, and --resample never runs it on the data's grid, as eval and predict."""
+    rng = np.random.default_rng(4)
+
+    def field(n):
+        x = np.arange(n) / n
+        a, p = rng.standard_normal((4, 1, 1, 1)), rng.uniform(0, 2 * np.pi, (4, 1, 1, 1))
+        t = 0.1 * np.arange(3)[None, :, None, None]
+        return a * np.sin(2 * np.pi * (x[None, None, :, None] + x[None, None, None, :] - t) + p)
+
+    np.savez(tmp_path / "n16.npz", w=field(16))
+    np.savez(tmp_path / "n32.npz", w=field(32))
+    out = tmp_path / "run"
+    assert main(["train", "ns-scot", "--data", str(tmp_path / "n16.npz"), "--dt", "0.1", "--n-test", "1",
+                 "--n-val", "1", "--epochs", "1", "--out", str(out), "--no-progress"]) == 0
+    capsys.readouterr()
+    results = {}
+    for resample in ("auto", "never"):
+        ro = tmp_path / f"ro-{resample}"
+        with warnings.catch_warnings():  # this module ignores UserWarnings
+            warnings.simplefilter("always", opformer.OpformerWarning)
+            assert main(["rollout", str(out), "--data", str(tmp_path / "n32.npz"), "--resample", resample,
+                         "--out", str(ro)]) == 0
+        err = capsys.readouterr().err
+        notes = [line for line in err.splitlines() if "training grid" in line]
+        assert notes == ([] if resample == "never" else [notes[0]]) and "Warning:" not in err
+        if resample == "auto":
+            assert notes[0].startswith("opformer: warning: this model runs on its 16x16 training grid")
+        results[resample] = np.load(ro / "predictions.npz")["prediction"]
+        assert results[resample].shape == (4, 2, 32, 32)
+    assert not np.allclose(results["auto"], results["never"])
