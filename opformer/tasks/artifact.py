@@ -248,6 +248,9 @@ class Predictor:
             tau = torch.as_tensor(np.asarray(lead_time, dtype=np.float64), dtype=torch.float32).reshape(-1)
             if tau.numel() not in (1, xin.shape[0]):
                 raise ConfigError(f"lead_time: give one value or one per sample ({xin.shape[0]}), got {tau.numel()}")
+            if not bool(torch.all(torch.isfinite(tau) & (tau >= 0))):
+                raise ConfigError(f"lead_time must be finite and >= 0 (how far ahead to predict), got "
+                                  f"{np.asarray(lead_time).tolist()}")
             tau = tau.expand(xin.shape[0])
         outs = []
         for lo in range(0, xin.shape[0], batch_size):

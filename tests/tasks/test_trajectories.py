@@ -97,6 +97,9 @@ def test_tiny_navier_stokes_trains_and_rolls_out_through_the_cli(ns_file, tmp_pa
         model.predict(u0)
     with pytest.raises(opformer.tasks.artifact.ConfigError, match="one value or one per sample"):
         model.predict(u0, lead_time=[1.0, 2.0, 3.0])
+    for bad in (float("nan"), -0.5, [step, float("inf")]):  # not a lead time: no silent NaN or backward jump
+        with pytest.raises(opformer.tasks.artifact.ConfigError, match="lead_time must be finite and >= 0"):
+            model.predict(u0, lead_time=bad)
     assert model.predict(u0[:0], lead_time=step).shape == (0, *u0.shape[1:])
     # the rollout command writes the predicted fields, the same as Predictor.rollout on its trajectories
     saved = np.load(tmp_path / "direct" / "predictions.npz")
