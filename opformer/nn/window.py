@@ -167,6 +167,10 @@ class WindowAttention2d(nn.Module):
         return allowed | torch.eye(m * m, dtype=torch.bool, device=device)
 
     def forward(self, x: Tensor, window_size: Optional[int] = None, shift: Optional[int] = None) -> Tensor:
+        if x.dim() != 4 or x.shape[-1] != self.d_model:
+            raise ValueError(f"x must have shape (batch, H, W, d_model={self.d_model}), got {tuple(x.shape)}")
+        if window_size is not None and (not isinstance(window_size, int) or window_size < 1):
+            raise ValueError(f"window_size must be a positive int, got {window_size!r}")
         b, h, w, d = x.shape
         m = self.window_size if window_size is None else window_size
         if shift is None:  # a window override of a shifted layer keeps "shifted by half a window"
@@ -239,6 +243,8 @@ class GalerkinBlock2d(nn.Module):
                                   activation=activation_name, norm_eps=norm_eps, conditioned=conditioned)
 
     def forward(self, x: Tensor, pos: Optional[Tensor], lead_time: Optional[Tensor] = None) -> Tensor:
+        if x.dim() != 4:
+            raise ValueError(f"x must have shape (batch, H, W, d_model), got {tuple(x.shape)}")
         b, h, w, d = x.shape
         if pos is None:
             raise ValueError("GalerkinBlock2d needs the token coordinates pos (batch, H, W, 2)")

@@ -146,3 +146,17 @@ def test_blocks_take_the_lead_time_and_galerkin():
     assert isinstance(block.galerkin, GalerkinBlock2d)
     with pytest.raises(ValueError, match="pos"):
         block(x, None, None)
+
+
+def test_wrong_shapes_are_one_line_in_the_layers_terms():
+    attn = WindowAttention2d(8, 2, 4, 2)
+    for bad in (torch.randn(6, 5, 8), torch.randn(1, 6, 5, 7)):
+        with pytest.raises(ValueError, match=r"x must have shape \(batch, H, W, d_model=8\), got"):
+            attn(bad)
+    with pytest.raises(ValueError, match="window_size must be a positive int"):
+        attn(torch.randn(1, 6, 5, 8), window_size=0)
+    block = WindowBlock2d(8, 2, 4, 2, galerkin=True)
+    with pytest.raises(ValueError, match=r"x must have shape \(batch, H, W, d_model=8\)"):
+        block(torch.randn(36, 8))
+    with pytest.raises(ValueError, match=r"x must have shape \(batch, H, W, d_model\)"):
+        GalerkinBlock2d(8, 2)(torch.randn(36, 8), torch.rand(1, 6, 6, 2))
