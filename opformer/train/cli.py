@@ -162,6 +162,7 @@ def _print_config(run, explicit, preset: str) -> int:
 
 def _parse_extra(extra: list[str]) -> dict:
     from ..config import ConfigError
+    from .config import FLAG_ONLY
 
     out, i = {}, 0
     while i < len(extra):
@@ -174,9 +175,9 @@ def _parse_extra(extra: list[str]) -> dict:
             i += 1
         else:
             if i + 1 >= len(extra) or (extra[i + 1].startswith("--") and len(extra[i + 1]) > 2):
-                raise ConfigError(f"--{key} needs a value")
-            val = extra[i + 1]
-            i += 2
+                val, i = FLAG_ONLY, i + 1  # a bare flag: true for a boolean field, else "needs a value"
+            else:
+                val, i = extra[i + 1], i + 2
         out[key] = val
     return out
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
+import typing
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -170,6 +171,9 @@ def _helps(cfg: dict) -> dict[str, str]:
     return out
 
 
+FLAG_ONLY = object()  # a command-line flag given without a value (``--residual``): true for a boolean field
+
+
 def apply_overrides(cfg: dict, overrides: dict[str, Any]) -> tuple[dict, set]:
     """Set fields by name (``lr``, ``n-train``, ``modes``) or dotted path (``train.lr``); values may be strings
     from the command line (typed here).  ``model`` picks another model: a short name of the task (``fno``), a model
@@ -209,6 +213,10 @@ def apply_overrides(cfg: dict, overrides: dict[str, Any]) -> tuple[dict, set]:
         if len(choices) > 1:
             raise ConfigError(f"{flag(name)} is ambiguous: use " + " or ".join(f"--{s}.{name}" for s, _ in choices))
         sec, cls = choices[0]
+        if value is FLAG_ONLY:
+            if typing.get_type_hints(cls)[name] not in (bool, typing.Optional[bool]):
+                raise ConfigError(f"{flag(raw_key)} needs a value")
+            value = True
         value = coerce(cls, name, value, flag(raw_key))
         if sec == "model":
             cfg["model"] = _model_dict(cfg["model"])

@@ -145,6 +145,7 @@ def test_override_errors_name_the_flag():
     (["burgers-gt", "--epochs", "0"], "opformer: error: --epochs: must be >= 1, got 0"),
     (["burgers-gt", "--learning-rate", "1e-3"], "opformer: error: unknown option --learning-rate; did you mean --lr?"),
     (["burgers-gt", "--lr"], "opformer: error: --lr needs a value"),
+    (["ns-fno", "--epochs", "--residual"], "opformer: error: --epochs needs a value"),
     (["burgers-gt", "--test-data", "t.h5"], "opformer: error: --test-data needs --data"),
 ])
 def test_cli_errors_are_one_line_with_exit_status_2(capsys, args, message):
@@ -160,6 +161,16 @@ def test_cli_print_config_shows_the_resolved_config_with_overrides(capsys):
     assert raw["name"] == "burgers-gt" and raw["task"] == "burgers"
     assert raw["model"]["norm_scheme"] == "regular" and raw["train"]["lr"] == 5e-4 and raw["data"]["n_train"] == 200
     assert raw["train"]["epochs"] == 100 and raw["data"]["resolution"] == 512
+
+
+def test_a_boolean_field_is_set_by_its_bare_flag(capsys):
+    """`--residual` and `--include-zero` as docs/tasks.md writes them: a boolean flag without a value is true."""
+    assert main(["train", "ns-fno", "--print-config", "--residual", "--include-zero", "--epochs", "3"]) == 0
+    raw = yaml.safe_load(capsys.readouterr().out)
+    assert raw["task_options"]["residual"] is True and raw["task_options"]["include_zero"] is True
+    assert raw["train"]["epochs"] == 3
+    assert main(["train", "ns-fno", "--print-config", "--residual", "false"]) == 0
+    assert yaml.safe_load(capsys.readouterr().out)["task_options"]["residual"] is False
 
 
 def test_cli_print_config_is_the_config_fitted_to_the_data(capsys, monkeypatch, tmp_path, darcy_files):
