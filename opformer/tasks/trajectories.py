@@ -193,6 +193,14 @@ class TrajectoryTask(Task):
         if times.shape != (n_times,) or np.any(np.diff(times) <= 0):
             raise DataError(f"{train_src.describe()}: the times {options.time_key!r} must be {n_times} increasing "
                             f"values, found {times.shape}")
+        test_times = times  # a separate test file is read at its own times where it stores them
+        if test_src is not train_src:
+            found = stored_times(files["test"], test_src, key, options.time_key)
+            if found is not None:
+                if found.shape != (n_times,) or np.any(np.diff(found) <= 0):
+                    raise DataError(f"{test_src.describe()}: the times {options.time_key!r} must be {n_times} "
+                                    f"increasing values, found {found.shape}")
+                test_times = found
         n = shape[0]
         s = stride_for(n, data.resolution, nodes=False, where=train_src.describe())
         if test_all:
@@ -241,7 +249,7 @@ class TrajectoryTask(Task):
                 pairs = make_pairs(len(arrays[split]), allowed, "one-at-a-time", False)
             else:
                 pairs = make_pairs(len(arrays[split]), np.arange(n_times), "one-at-a-time", False)
-            datasets[split] = PairDataset(arrays[split], times, pairs, coords, h)
+            datasets[split] = PairDataset(arrays[split], test_times if split == "test" else times, pairs, coords, h)
         info = {"times": times.tolist(), "max_lead": float(times[allowed[-1]] - times[allowed[0]]),
                 "step": float(np.min(np.diff(times))), "key": key, "history": h}
         return Bundle(datasets, normalizers, "periodic", grid, grid,

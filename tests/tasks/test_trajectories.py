@@ -258,3 +258,16 @@ def test_rollout_on_another_grid_warns_in_one_line_and_takes_resample(tmp_path, 
         results[resample] = np.load(ro / "predictions.npz")["prediction"]
         assert results[resample].shape == (4, 2, 32, 32)
     assert not np.allclose(results["auto"], results["never"])
+
+
+def test_a_separate_test_file_is_read_at_its_own_times(tmp_path):
+    """--test-data with snapshots 0.2 apart, training data 0.1 apart: the test pairs carry the test file's lead
+    times (0.2, 0.4, 0.6), not the training file's."""
+    rng = np.random.default_rng(5)
+    np.savez(tmp_path / "train.npz", q=rng.standard_normal((5, 4, 16)), time=0.1 * np.arange(4))
+    np.savez(tmp_path / "test.npz", q=rng.standard_normal((2, 4, 16)), time=0.2 * np.arange(4))
+    b = get_task("burgers-traj").load(DataConfig(keys=["q"], n_val=1), TrajectoryOptions(time_key="time"),
+                                      {"train": tmp_path / "train.npz", "test": tmp_path / "test.npz"})
+    np.testing.assert_allclose(sorted(set(b.datasets["test"].tensors("lead_time").tolist())), [0.2, 0.4, 0.6],
+                               rtol=1e-6)
+    np.testing.assert_allclose(b.datasets["val"].tensors("lead_time").tolist(), [0.1, 0.2, 0.3], rtol=1e-6)
