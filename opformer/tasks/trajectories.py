@@ -189,6 +189,9 @@ class TrajectoryTask(Task):
             raise DataError(f"{test_src.describe()}: key {key!r} shape {test_src.shapes[key]} differs from the "
                             f"training file's {train_src.shapes[key]}")
         n_times = train_src.shapes[key][1]
+        if n_times < 2:
+            raise DataError(f"{train_src.describe()}: key {key!r} holds {n_times} snapshot per trajectory "
+                            f"(shape {train_src.shapes[key]}); learning u(t) -> u(t + tau) needs at least 2")
         times = _snapshot_times(files["train"], train_src, options, n_times, key, normalizers is None)
         if times.shape != (n_times,) or np.any(np.diff(times) <= 0):
             raise DataError(f"{train_src.describe()}: the times {options.time_key!r} must be {n_times} increasing "

@@ -271,3 +271,10 @@ def test_a_separate_test_file_is_read_at_its_own_times(tmp_path):
     np.testing.assert_allclose(sorted(set(b.datasets["test"].tensors("lead_time").tolist())), [0.2, 0.4, 0.6],
                                rtol=1e-6)
     np.testing.assert_allclose(b.datasets["val"].tensors("lead_time").tolist(), [0.1, 0.2, 0.3], rtol=1e-6)
+
+
+def test_a_file_of_single_snapshots_is_one_line_naming_the_key(tmp_path):
+    np.savez(tmp_path / "one.npz", q=np.zeros((5, 1, 16)))
+    with pytest.raises(opformer.pde.errors.DataError, match=r"one\.npz.*key 'q' holds 1 snapshot per trajectory"):
+        get_task("burgers-traj").load(DataConfig(keys=["q"]), TrajectoryOptions(), {"train": tmp_path / "one.npz",
+                                                                                   "test": None})
