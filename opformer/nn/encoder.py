@@ -90,6 +90,22 @@ class FeedForward(nn.Module):
         return x + self.net(x)
 
 
+def _check_keywords(attn_kwargs: dict) -> None:
+    """The extra keywords of an :class:`EncoderLayer` are SimpleAttention's: an unknown one is a ValueError naming
+    it and the closest valid keyword."""
+    import difflib
+    import inspect
+
+    own = set(inspect.signature(EncoderLayer.__init__).parameters) - {"self", "attn_kwargs"}
+    valid = (set(inspect.signature(SimpleAttention.__init__).parameters)
+             - {"self", "d_model", "n_heads", "kind", "pos_dim", "norm", "dropout", "norm_eps", "conditioned"})
+    for key in attn_kwargs:
+        if key not in valid:
+            close = difflib.get_close_matches(key, sorted(valid | own), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else f"; valid: {sorted(valid | own)}"
+            raise ValueError(f"unknown keyword {key!r} for EncoderLayer{hint}")
+
+
 class EncoderLayer(nn.Module):
     """One attention-based encoder layer.
 
@@ -124,6 +140,7 @@ class EncoderLayer(nn.Module):
         super().__init__()
         if norm_scheme not in NORM_SCHEMES:
             raise ValueError(f"unknown norm_scheme {norm_scheme!r}; known: {list(NORM_SCHEMES)}")
+        _check_keywords(attn_kwargs)
         dim_feedforward = 2 * d_model if dim_feedforward is None else dim_feedforward
         self.norm_scheme = norm_scheme
         self.attn = SimpleAttention(

@@ -127,3 +127,16 @@ def test_fused_residual_sums_equal_the_plain_composition(kind, scheme, chunk, mo
     g2 = torch.autograd.grad(y2.square().sum(), [x, *layer.parameters()])
     for a, b in zip(g1, g2):
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_a_misspelt_keyword_is_a_value_error_with_the_nearest_name():
+    """Extra keywords go to SimpleAttention; a typo names the layer and the keyword meant, not an internal
+    signature (it was "SimpleAttention.__init__() got an unexpected keyword argument")."""
+    with pytest.raises(ValueError, match=r"unknown keyword 'chunksize' for EncoderLayer; did you mean 'chunk_size'\?"):
+        EncoderLayer(16, 4, "fourier", pos_dim=2, chunksize=3)
+    with pytest.raises(ValueError, match=r"unknown keyword 'dropuot' for EncoderLayer; did you mean 'dropout'\?"):
+        Encoder(2, 16, 4, "galerkin", dropuot=0.1)
+    with pytest.raises(ValueError, match="unknown keyword 'norm'"):  # set by norm_scheme, not a keyword of its own
+        EncoderLayer(16, 4, norm=False)
+    layer = EncoderLayer(16, 4, "fourier", pos_dim=2, eta=0.1, chunk_size=4, scale="sqrt", fourier_order="linear")
+    assert layer.attn.chunk_size == 4
