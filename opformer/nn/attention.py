@@ -188,10 +188,17 @@ NORMALIZED: dict[str, tuple[str, ...]] = {
 }
 #: kinds whose score matrix is n x n (chunking applies)
 QUADRATIC = {"fourier", "softmax"}
+#: the kinds of this module: their layers take fused paths, so register_kernel never replaces them
+BUILTIN_KINDS = frozenset(KERNELS)
 
 
 def register_kernel(kind: str, kernel: Kernel, normalized: tuple[str, ...] = (), quadratic: bool = False) -> None:
     """Register a new attention kind: one function with the kernel signature, and which of q/k/v to layer-norm."""
+    if kind in BUILTIN_KINDS:
+        raise ValueError(f"{kind!r} is a built-in attention kind (built in: {sorted(BUILTIN_KINDS)}); register "
+                         f"your kernel under another name")
+    if not callable(kernel):
+        raise ValueError(f"kernel must be a function kernel(q, k, v, *, weights, dropout_p, scale), got {kernel!r}")
     if not set(normalized) <= {"q", "k", "v"}:
         raise ValueError(f"normalized must be a subset of ('q', 'k', 'v'), got {normalized!r}")
     KERNELS[kind] = kernel

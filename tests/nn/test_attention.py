@@ -307,6 +307,23 @@ def test_register_kernel_adds_a_kind_with_one_function():
         A.NORMALIZED.pop("cosine-test")
 
 
+
+def test_register_kernel_refuses_a_built_in_name():
+    """Registering over 'galerkin' would be ignored by existing layers (their fused path) and change the norms of
+    new ones: it is refused, and the built-in kernel stays."""
+    from opformer.nn import attention as A
+
+    def zero(q, k, v, *, weights=None, dropout_p=0.0, scale=None):
+        return torch.zeros_like(v)
+
+    for kind in ("galerkin", "fourier", "softmax", "linear"):
+        with pytest.raises(ValueError, match=f"'{kind}' is a built-in attention kind"):
+            register_kernel(kind, zero)
+    assert A.KERNELS["galerkin"] is galerkin_attention and A.NORMALIZED["galerkin"] == ("k", "v")
+    with pytest.raises(ValueError, match="kernel must be a function"):
+        register_kernel("not-a-function", "galerkin")
+
+
 def test_bfloat16_galerkin_sum_accumulates_in_float32():
     """K^T V / n over n = 2^16 points of ones is exactly 1: a bfloat16 accumulator would stall at 256."""
     n = 1 << 16
