@@ -362,6 +362,9 @@ class Predictor:
         preds, errs = [], []
         for batch in loader:
             p = self(batch["input"], batch["coords"][:1], batch.get("lead_time"))
+            grid = tuple(batch["target"].shape[1:-1])
+            if tuple(p.shape[1:-1]) != grid:  # a fixed output grid (out_size) on data of another resolution:
+                p = resample_grid(p, self.grid, grid)  # the prediction interpolated to the data's target grid
             preds.append(p.float().cpu())
             errs.append(rel_l2(p.cpu(), batch["target"]).double())
         return torch.cat(preds).numpy(), torch.cat(errs).numpy()

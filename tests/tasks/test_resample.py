@@ -141,3 +141,25 @@ def test_the_resampling_note_names_the_callers_line_and_can_be_filtered(one_thre
         warnings.simplefilter("error")
         warnings.filterwarnings("ignore", category=opformer.OpformerWarning)
         p.predict(a)
+
+
+def test_an_inverse_model_evaluated_at_another_resolution_is_scored_on_the_datas_target_grid(darcy_files, tmp_path):
+    """darcy-inverse predicts a on its fixed training target grid (out_size, 8 x 8 from 29 x 29); on the data at
+    15 x 15 the target grid is 4 x 4: eval and predict interpolate the prediction to it (a shape error before)."""
+    import json
+
+    from opformer.cli import main
+
+    train, test = darcy_files
+    out = tmp_path / "run"
+    assert main(["train", "darcy-inverse-fno", "--data", str(train), "--test-data", str(test), "--n-val", "2",
+                 "--epochs", "1", "--width", "8", "--out", str(out), "--no-progress"]) == 0
+    model = opformer.load(out)
+    assert tuple(model.artifact["target_grid"]) == (8, 8)
+    assert main(["eval", str(out), "--resolution", "15", "--out", str(tmp_path / "eval")]) == 0
+    metrics = json.loads((tmp_path / "eval" / "metrics.json").read_text())
+    assert np.isfinite(metrics["test_rel_l2"])
+    assert main(["predict", str(out), "--data", str(test), "--resolution", "15", "--out",
+                 str(tmp_path / "p.npz")]) == 0
+    saved = np.load(tmp_path / "p.npz")
+    assert saved["prediction"].shape == (10, 4, 4) and np.all(np.isfinite(saved["rel_l2"]))
