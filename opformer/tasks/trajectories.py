@@ -81,6 +81,21 @@ def _snapshot_times(path, src, options, n_times: int, key: str, fitting: bool) -
     return np.arange(n_times) * options.dt
 
 
+def _checked_times(where, times: np.ndarray, n_times: int, time_key: str) -> np.ndarray:
+    """``times`` if they are ``n_times`` increasing values, else a DataError naming ``where`` and ``time_key``."""
+    if times.shape != (n_times,) or np.any(np.diff(times) <= 0):
+        raise DataError(f"{where}: the times {time_key!r} must be {n_times} increasing values, found {times.shape}")
+    return times
+
+
+def _even_step(times) -> Optional[float]:
+    """The spacing of evenly spaced increasing ``times`` (to 1e-6 relative), else None."""
+    steps = np.diff(np.asarray(times, dtype=np.float64))
+    if len(steps) and np.allclose(steps, steps[0], rtol=1e-6, atol=0.0) and steps[0] > 0:
+        return float(steps[0])
+    return None
+
+
 def rollout_times(path, src, key: str, n_times: int, options, trained) -> np.ndarray:
     """The snapshot times of a file a trained model rolls out on: the times it stores (the training's
     ``--time-key``, or ``t``), else the training times (``trained``), continued at their spacing where the file has
@@ -88,19 +103,16 @@ def rollout_times(path, src, key: str, n_times: int, options, trained) -> np.nda
     times = stored_times(path, src, key, options.time_key)
     if times is None:
         trained = np.asarray(trained, dtype=np.float64)
-        steps = np.diff(trained)
+        step = _even_step(trained)
         if n_times <= len(trained):
             times = trained[:n_times]
-        elif len(steps) and np.allclose(steps, steps[0], rtol=1e-6, atol=0.0):
-            times = trained[0] + steps[0] * np.arange(n_times)
+        elif step is not None:
+            times = trained[0] + step * np.arange(n_times)
         else:
             raise DataError(f"{path}: {n_times} snapshots and no times ({options.time_key!r}); the model was trained "
                             f"on {len(trained)} unevenly spaced times, so the later ones are unknown: store the "
                             f"times in the file")
-    if times.shape != (n_times,) or np.any(np.diff(times) <= 0):
-        raise DataError(f"{path}: the times {options.time_key!r} must be {n_times} increasing values, found "
-                        f"{times.shape}")
-    return times
+    return _checked_times(path, times, n_times, options.time_key)
 
 
 def make_pairs(n_traj: int, allowed: np.ndarray, strategy: str, include_zero: bool) -> np.ndarray:
@@ -192,18 +204,14 @@ class TrajectoryTask(Task):
         if n_times < 2:
             raise DataError(f"{train_src.describe()}: key {key!r} holds {n_times} snapshot per trajectory "
                             f"(shape {train_src.shapes[key]}); learning u(t) -> u(t + tau) needs at least 2")
-        times = _snapshot_times(files["train"], train_src, options, n_times, key, normalizers is None)
-        if times.shape != (n_times,) or np.any(np.diff(times) <= 0):
-            raise DataError(f"{train_src.describe()}: the times {options.time_key!r} must be {n_times} increasing "
-                            f"values, found {times.shape}")
+        times = _checked_times(train_src.describe(),
+                               _snapshot_times(files["train"], train_src, options, n_times, key, normalizers is None),
+                               n_times, options.time_key)
         test_times = times  # a separate test file is read at its own times where it stores them
         if test_src is not train_src:
             found = stored_times(files["test"], test_src, key, options.time_key)
             if found is not None:
-                if found.shape != (n_times,) or np.any(np.diff(found) <= 0):
-                    raise DataError(f"{test_src.describe()}: the times {options.time_key!r} must be {n_times} "
-                                    f"increasing values, found {found.shape}")
-                test_times = found
+                test_times = _checked_times(test_src.describe(), found, n_times, options.time_key)
         n = shape[0]
         s = stride_for(n, data.resolution, nodes=False, where=train_src.describe())
         if test_all:
@@ -261,10 +269,8 @@ class TrajectoryTask(Task):
     def inference_options(self, options, info: dict):
         """A file without times is read at the training's snapshot spacing (when it was even), not at ``--dt``'s
         default: the lead times of ``opformer eval`` are then those the model was trained on."""
-        steps = np.diff(np.asarray(info.get("times", []), dtype=np.float64))
-        if len(steps) and np.allclose(steps, steps[0], rtol=1e-6, atol=0.0) and steps[0] > 0:
-            return dataclasses.replace(options, dt=float(steps[0]))
-        return options
+        step = _even_step(info.get("times", []))
+        return options if step is None else dataclasses.replace(options, dt=step)
 
     def build_operator(self, model_cfg, normalizers, options) -> Operator:
         from ..models import build_model
