@@ -307,7 +307,6 @@ def test_register_kernel_adds_a_kind_with_one_function():
         A.NORMALIZED.pop("cosine-test")
 
 
-
 def test_register_kernel_refuses_a_built_in_name():
     """Registering over 'galerkin' would be ignored by existing layers (their fused path) and change the norms of
     new ones: it is refused, and the built-in kernel stays."""

@@ -98,7 +98,7 @@ def test_a_run_with_another_model_is_named_after_it():
     assert resolve(apply_overrides(load_preset("burgers-gt"), {"lr": "1e-3"})[0]).name == "burgers-gt"
 
 
-def test_a_run_resumes_whatever_it_is_named(tmp_path):
+def test_a_run_resumes_whatever_it_is_named():
     """The name and description are labels: a run recorded under another name (as `--model` runs were before they
     were named after their model) resumes."""
     import yaml
