@@ -193,6 +193,55 @@ def _run_navier_stokes(args) -> int:
     return _generate(args, recipe)
 
 
+_TIME_NAMES = ("t", "time", "times")
+
+
+def _time_attributes(path) -> list[tuple[str, int, str | None]]:
+    """``(name, length, dataset)`` of the time-like HDF5 attributes that ``--time-key`` can name: of the file
+    (dataset None) or of one dataset; ``[]`` for other files."""
+    if Path(path).suffix.lower() not in (".h5", ".hdf5", ".hdf"):
+        return []
+    import h5py
+    import numpy as np
+
+    found: list[tuple[str, int, str | None]] = []
+
+    def visit(dataset, obj) -> None:
+        found.extend((name, int(np.asarray(obj.attrs[name]).size), dataset) for name in obj.attrs
+                     if name.lower() in _TIME_NAMES)
+
+    try:
+        with h5py.File(path, "r") as h5:
+            visit(None, h5)
+            h5.visititems(lambda name, obj: visit(name, obj) if isinstance(obj, h5py.Dataset) else None)
+    except OSError:
+        pass
+    return found
+
+
+def _training_hint(path, arrays) -> str:
+    """The flags that train on a user's file: ``--keys INPUT,TARGET`` for the (input, target) tasks, or, for
+    trajectories (samples, times, *grid[, 1]), the time-dependent tasks' ``--keys KEY --time-key NAME`` (a
+    time-like array or HDF5 attribute as long as the array's second axis), ``--dt`` when the file stores no times."""
+    shapes = {key: shape for key, shape, _ in arrays}
+    times = [(key, shape[0], None) for key, shape in shapes.items()
+             if len(shape) == 1 and key.rsplit("/", 1)[-1].lower() in _TIME_NAMES]
+    times += _time_attributes(path)
+    fields = [key for key, shape in shapes.items() if len(shape) >= 3]
+    timed = [(key, t) for key in fields for t, n, owner in times if shapes[key][1] == n and owner in (None, key)]
+    if timed:
+        key, time_flag, prefix = timed[0][0], f" --time-key {timed[0][1]}", ""
+    elif len(shapes) == 1 and fields:  # one array cannot be an (input, target) pair
+        key, time_flag, prefix = fields[0], " --dt STEP", "if these are "
+    else:
+        return "train with --keys INPUT,TARGET"
+    grid = shapes[key][2:]
+    if len(grid) > 1 and grid[-1] == 1:
+        grid = grid[:-1]
+    tasks = {1: "1D trajectories: train burgers-traj-*", 2: "2D trajectories: train ns-* or shear-layer-*"}
+    return f"{prefix}{tasks.get(len(grid), 'trajectories: train a time-dependent task')} with --keys {key}{time_flag}"
+
+
 def _run_info(args) -> int:
     import json
 
@@ -212,8 +261,8 @@ def _run_info(args) -> int:
                 print(f"opformer: error: {exc if hdf5 else exc2}", file=sys.stderr)
                 status = 2
                 continue
-            print(f"{name}: not an opformer data file; {len(arrays)} array(s) (name shape dtype; train with "
-                  "--keys INPUT,TARGET):")
+            print(f"{name}: not an opformer data file; {len(arrays)} array(s) (name shape dtype; "
+                  f"{_training_hint(name, arrays)}):")
             for key, shape, dtype in arrays:
                 print(f"  {key}  {shape}  {dtype}")
             continue

@@ -54,6 +54,26 @@ def test_info_command_prints_recipe_and_progress(tmp_path, capsys):
     assert _run(["data", "info", str(tmp_path / "none.h5")]) == 2
 
 
+def test_info_suggests_the_flags_of_the_files_kind(tmp_path, capsys):
+    import h5py
+
+    np.savez(tmp_path / "pairs.npz", x=np.zeros((4, 16)), y=np.zeros((4, 16)))
+    np.savez(tmp_path / "traj.npz", u=np.zeros((4, 5, 16)), time=np.linspace(0, 1, 5))
+    np.savez(tmp_path / "w.npz", w=np.zeros((4, 5, 8, 8, 1)))
+    with h5py.File(tmp_path / "traj.h5", "w") as h5:
+        h5.create_dataset("sim/vort", data=np.zeros((4, 6, 8, 8))).attrs["t"] = np.arange(6.0)
+        h5.create_dataset("sim/other", data=np.zeros((4, 6, 8, 8)))
+    expected = {"pairs.npz": "train with --keys INPUT,TARGET):",
+                "traj.npz": "1D trajectories: train burgers-traj-* with --keys u --time-key time):",
+                "w.npz": "if these are 2D trajectories: train ns-* or shear-layer-* with --keys w --dt STEP):",
+                "traj.h5": "2D trajectories: train ns-* or shear-layer-* with --keys sim/vort --time-key t):"}
+    for name, hint in expected.items():
+        assert _run(["data", "info", str(tmp_path / name)]) == 0
+        first = capsys.readouterr().out.splitlines()[0]
+        assert first.endswith(hint), first
+        assert name == "pairs.npz" or "INPUT,TARGET" not in first
+
+
 def test_data_requires_a_sub_command():
     with pytest.raises(SystemExit):
         _run(["data"])
