@@ -294,8 +294,9 @@ class TrajectoryTask(Task):
             if "time_conditioning" in explicit:
                 raise ConfigError(f"--time-conditioning none: task {self.name} needs a lead-time conditioned model "
                                   "(norm or channel)")
+            if "time_conditioning" in cfg:  # a value the preset gave; a model config without one is simply completed
+                notes.append("time_conditioning none -> norm (the task is time-dependent)")
             cfg["time_conditioning"] = "norm"
-            notes.append("time_conditioning none -> norm (the task is time-dependent)")
         return cfg, notes
 
 
@@ -327,7 +328,7 @@ class NavierStokesTask(TrajectoryTask):
     dim = 2
     default_keys = ("w",)
     generator = "ns"
-    models = {**_models(2, 20), **SCALABLE_2D}
+    models = {**_models(2, 20), **{short: {**cfg, "time_conditioning": "norm"} for short, cfg in SCALABLE_2D.items()}}
     run_defaults = {
         "data": {"recipe": {"n_samples": 1300}, "n_test": 200, "n_val": 100, "n_train": 1000},
         "train": {"epochs": 100, "batch_size": 16, "eval_batch_size": 16, "lr": 1.0e-3, "pct_start": 0.1,

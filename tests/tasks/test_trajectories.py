@@ -163,6 +163,19 @@ def test_history_protocol_steps_one_snapshot_from_the_last_h(ns_file, tmp_path):
         model.rollout(traj[:, :2], [step], mode="direct")
 
 
+def test_time_conditioning_is_noted_only_where_a_given_none_was_changed(ns_file):
+    task = get_task("ns")
+    b = task.load(DataConfig(n_test=4, n_val=3), TrajectoryOptions(), {"train": ns_file, "test": None})
+    for short, model in task.models.items():  # every preset of the task is conditioned already: nothing to say
+        cfg, notes = task.fit_model(dict(model), b, set())
+        assert cfg["time_conditioning"] in ("norm", "channel") and not any("time_conditioning" in n for n in notes), \
+            (short, notes)
+    cfg, notes = task.fit_model({"name": "unet", "width": 8}, b, set())  # a model config without the field
+    assert cfg["time_conditioning"] == "norm" and not any("time_conditioning" in n for n in notes), notes
+    cfg, notes = task.fit_model({"name": "unet", "width": 8, "time_conditioning": "none"}, b, set())  # a preset's none
+    assert cfg["time_conditioning"] == "norm" and "time_conditioning none -> norm (the task is time-dependent)" in notes
+
+
 def test_times_on_the_trajectory_dataset_and_a_missing_time_key_is_one_line(tmp_path, capsys):
     """The times as an HDF5 attribute of the trajectory dataset itself are found; a --time-key that names nothing in
     the file stops training in one line instead of silently taking the snapshots --dt apart."""
