@@ -19,6 +19,7 @@ from typing import Any, Literal, Optional, Union
 
 __all__ = [
     "ConfigError",
+    "SettingError",
     "DataConfig",
     "TrainConfig",
     "coerce",
@@ -37,6 +38,16 @@ RESAMPLE = ("auto", "always", "never")
 
 class ConfigError(ValueError):
     """A preset name, a field or a value that is not valid; the message names the flag."""
+
+
+class SettingError(ConfigError):
+    """A value that is not valid for a setting which Python code names by its argument or key (``times``) and the
+    command line by its flag (``--times``): the message names the argument, :attr:`cli` is the same message naming
+    the flag, which the command line prints."""
+
+    def __init__(self, message: str, cli: str):
+        super().__init__(message)
+        self.cli = cli
 
 
 class OpformerWarning(UserWarning):

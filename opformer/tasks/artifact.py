@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from ..atomic import atomic_write_bytes, atomic_write_text
-from ..config import RESAMPLE, ConfigError, OpformerWarning
+from ..config import RESAMPLE, ConfigError, OpformerWarning, SettingError, flag
 from ..data.datasets import UnitGaussianNormalizer
 from ..data.readers import safe_torch_load
 from .base import Bundle, Operator, Task, get_task, grid_coords, options_from
@@ -110,6 +110,11 @@ def resample_grid(t: torch.Tensor, kind: str, shape) -> torch.Tensor:
             w = torch.tensor(_interpolation_matrix(kind, t.shape[axis], n), dtype=t.dtype, device=t.device)
             t = torch.movedim(torch.tensordot(w, torch.movedim(t, axis, 0), dims=1), 0, axis)
     return t
+
+
+def _bad_argument(name: str, problem: str) -> SettingError:
+    """An error naming the argument ``name`` (``times must be ...``), or its flag on the command line (``--times``)."""
+    return SettingError(f"{name} {problem}", f"{flag(name)} {problem}")
 
 
 def _caller_level() -> int:
@@ -277,12 +282,12 @@ class Predictor:
             raise ConfigError(f"the model of task {self.task.name} is not time-dependent: it has no rollout")
         step = float(info["step"] if step is None else step)
         if not step > 0:
-            raise ConfigError(f"--step must be > 0, got {step}")
+            raise _bad_argument("step", f"must be > 0, got {step}")
         times = [float(t) for t in np.atleast_1d(np.asarray(times, dtype=np.float64))]
         if not times or min(times) <= 0 or any(b <= a for a, b in zip(times, times[1:])):
-            raise ConfigError(f"--times must be ascending values > 0, got {times}")
+            raise _bad_argument("times", f"must be ascending values > 0, got {times}")
         if mode not in ("direct", "autoregressive", "mixed"):
-            raise ConfigError(f"--mode must be direct, autoregressive or mixed, got {mode!r}")
+            raise _bad_argument("mode", f"must be direct, autoregressive or mixed, got {mode!r}")
         if self.history > 1:
             return self._rollout_history(u0, times, mode, step, self.history)
         as_torch = torch.is_tensor(u0)
@@ -325,14 +330,17 @@ class Predictor:
         """The FNO protocol: ``u0`` (samples, h, *grid[, c]) holds the last h snapshots; each step predicts the next
         snapshot from the last h; ``times`` are multiples of ``step`` after the last given snapshot."""
         if mode != "autoregressive":
-            raise ConfigError(f"a model with --history {h} rolls out one snapshot at a time: use --mode autoregressive")
+            raise SettingError(
+                f"a model with history {h} rolls out one snapshot at a time: use mode='autoregressive'",
+                f"a model with --history {h} rolls out one snapshot at a time: use --mode autoregressive")
         as_torch = torch.is_tensor(u0)
         x = u0.detach().cpu().numpy() if as_torch else np.asarray(u0)
         if x.ndim < self.task.dim + 2 or x.shape[1] != h:
             raise ConfigError(f"this model needs the last {h} snapshots: inputs of shape (samples, {h}, *grid)")
         n_steps = [round(t / step) for t in times]
         if any(abs(t / step - k) > 1e-6 for t, k in zip(times, n_steps)):
-            raise ConfigError(f"--times must be multiples of the step {step:g} for a model with --history {h}")
+            raise SettingError(f"times must be multiples of the step {step:g} for a model with history {h}",
+                               f"--times must be multiples of the step {step:g} for a model with --history {h}")
         frames = [self.task.inputs_from_array(x[:, k], self.grid) for k in range(h)]
         coords = frames[0][1]
         window = torch.cat([f[0] for f in frames], dim=-1)

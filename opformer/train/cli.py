@@ -95,11 +95,14 @@ def register_prepare(data_sub) -> None:
 
 def _fail(msg) -> int:
     """Print one error line (``msg``: a message, or the exception to describe; a missing array also says how to name
-    others) and return the exit status 2."""
+    others, a bad setting is named by its flag) and return the exit status 2."""
+    from ..config import SettingError
     from ..pde.errors import MissingKeyError
 
     if isinstance(msg, MissingKeyError):
         msg = f"{msg}; name the arrays with --keys"
+    elif isinstance(msg, SettingError):
+        msg = msg.cli
     print(f"opformer: error: {msg}", file=sys.stderr)
     return 2
 

@@ -176,6 +176,44 @@ def test_time_conditioning_is_noted_only_where_a_given_none_was_changed(ns_file)
     assert cfg["time_conditioning"] == "norm" and "time_conditioning none -> norm (the task is time-dependent)" in notes
 
 
+@pytest.mark.parametrize("history", [1, 2])
+def test_rollout_errors_name_the_argument_in_python_and_the_flag_on_the_command_line(history, ns_file, tmp_path,
+                                                                                     capsys):
+    from opformer.tasks.artifact import Predictor
+    from opformer.train.config import apply_overrides, load_preset
+    from opformer.train.run import prepare_run
+
+    cfg, explicit = apply_overrides(load_preset("ns-fno"), {"data.path": str(ns_file), "n_test": 2, "n_val": 2,
+                                                            "width": 4, "history": history})
+    run, _, operator, artifact, _ = prepare_run(cfg, frozenset(explicit))
+    Predictor(operator, artifact, run.task, run.options).save_pretrained(tmp_path / "m")  # untrained: errors only
+    model = opformer.load(tmp_path / "m")
+    u0 = np.zeros((1, 16, 16) if history == 1 else (1, history, 16, 16))
+    # (Python arguments, command-line flags, the Python error, the command line's)
+    if history == 1:
+        cases = [({"times": [1.0, 0.5]}, ["--times", "1,0.5"], "times must be ascending values > 0, got [1.0, 0.5]",
+                  "--times must be ascending values > 0, got [1.0, 0.5]"),
+                 ({"times": [0.5], "step": 0}, ["--step", "0"], "step must be > 0, got 0.0",
+                  "--step must be > 0, got 0.0"),
+                 ({"times": [0.5], "mode": "jump"}, None, "mode must be direct, autoregressive or mixed, got 'jump'",
+                  None)]  # argparse checks --mode's choices
+    else:  # the command line's --times count from the first snapshot, the argument's from the second
+        cases = [({"times": [0.5], "mode": "direct"}, ["--mode", "direct"],
+                  "a model with history 2 rolls out one snapshot at a time: use mode='autoregressive'",
+                  "a model with --history 2 rolls out one snapshot at a time: use --mode autoregressive"),
+                 ({"times": [0.25], "mode": "autoregressive"}, ["--mode", "autoregressive", "--times", "0.75"],
+                  "times must be multiples of the step 0.5 for a model with history 2",
+                  "--times must be multiples of the step 0.5 for a model with --history 2")]
+    for kwargs, flags, python, cli in cases:
+        with pytest.raises(opformer.tasks.artifact.ConfigError) as caught:
+            model.rollout(u0, **kwargs)
+        assert str(caught.value) == python
+        if flags is not None:
+            assert main(["rollout", str(tmp_path / "m"), "--data", str(ns_file), *flags,
+                         "--out", str(tmp_path / "r")]) == 2
+            assert capsys.readouterr().err == f"opformer: error: {cli}\n"
+
+
 def test_times_on_the_trajectory_dataset_and_a_missing_time_key_is_one_line(tmp_path, capsys):
     """The times as an HDF5 attribute of the trajectory dataset itself are found; a --time-key that names nothing in
     the file stops training in one line instead of silently taking the snapshots --dt apart."""
