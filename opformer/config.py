@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import re
 import types
 import typing
 from typing import Any, Literal, Optional, Union
@@ -25,6 +26,7 @@ __all__ = [
     "coerce",
     "check_section",
     "flag",
+    "flag_words",
     "help_text",
     "suggest",
     "opt",
@@ -70,6 +72,17 @@ def flag(name: str) -> str:
 
 
 _ALIASES = {"path": "--data", "test_path": "--test-data"}
+
+
+def flag_words(text: str, names) -> str:
+    """``text``, a message naming settings by their keys, with their flags instead: every ``key=value`` and every key
+    of several words anywhere, a one-word key (possibly a plain word elsewhere) where it begins the text
+    (``d_model=30 must be divisible by n_heads=4`` -> ``--d-model 30 must be divisible by --n-heads 4``)."""
+    for name in sorted(names, key=len, reverse=True):  # grid_size before size
+        key = re.escape(name)
+        text = re.sub(rf"(?<![\w-]){key}=", lambda m: flag(name) + " ", text)
+        text = re.sub(rf"(?<![\w-]){key}\b" if "_" in name else rf"^{key}\b", lambda m: flag(name), text)
+    return text
 
 
 def suggest(word: str, options, helps: Optional[dict] = None) -> str:

@@ -21,8 +21,8 @@ from typing import Any
 
 import yaml
 
-from ..config import (ConfigError, DataConfig, TrainConfig, check_section, coerce, field_help, flag, help_text,
-                      suggest)
+from ..config import (ConfigError, DataConfig, SettingError, TrainConfig, check_section, coerce, field_help, flag,
+                      flag_words, help_text, suggest)
 
 __all__ = ["ConfigError", "Run", "list_presets", "load_preset", "apply_overrides", "resolve", "RECIPE_BOUND",
            "field_table"]
@@ -141,6 +141,18 @@ def _model_class(model: Any):
     if name is None and isinstance(model, dict) and "preset" in model:
         name = model_preset(model["preset"])["name"]
     return MODELS.get(name)
+
+
+def model_error(exc: Exception, model: Any, prefix: str = "model") -> SettingError:
+    """The model's own complaint about its settings (``exc``, naming the keys of the config ``model``) as one line:
+    ``"model: d_model=30 must be ..."`` from Python, ``"--d-model 30 must be ..."`` on the command line."""
+    text = str(exc).splitlines()[0]
+    try:
+        names = [f.name for f in dataclasses.fields(_model_class(model).config_class)]
+    except (AttributeError, TypeError, ValueError):  # no known model: no keys to name
+        names = []
+    cli = flag_words(text, names)
+    return SettingError(f"{prefix}: {text}", cli if cli.startswith("--") else f"{prefix}: {cli}")
 
 
 def _leaf_owners(cfg: dict) -> dict[str, tuple[str, type]]:
@@ -275,7 +287,7 @@ def resolve(cfg: dict) -> Run:
     except ConfigError:
         raise
     except (ValueError, TypeError) as exc:
-        raise ConfigError(f"model: {exc}") from None
+        raise model_error(exc, cfg["model"]) from None
     data = check_section(DataConfig, cfg.get("data") or {}, "data")
     train = check_section(TrainConfig, cfg.get("train") or {}, "train")
     options = check_section(task.options_class, cfg.get("task_options") or {}, "task_options")

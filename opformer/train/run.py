@@ -30,7 +30,7 @@ from ..config import ConfigError, TrainConfig
 from ..data.datasets import has_batch, stack_samples, suspicious_samples
 from ..tasks.artifact import LoadError, Predictor, load, make_artifact, read_checkpoint
 from ..tasks.base import ensure_files
-from .config import resolve
+from .config import model_error, resolve
 from .module import OperatorModule, count_parameters, lr_groups
 from .plots import plot_curves, plot_predictions, read_run_history
 
@@ -404,7 +404,7 @@ def prepare_run(cfg: dict, explicit: frozenset = frozenset(), progress: bool = T
             operator.eval()(sample["input"][None], sample["coords"][None], None if tau is None else tau[None])
         operator.train()
     except (ValueError, TypeError) as exc:
-        raise ConfigError(f"model {model_cfg['name']}: {str(exc).splitlines()[0]}") from None
+        raise model_error(exc, model_cfg, f"model {model_cfg['name']}") from None
     try:
         lr_groups(operator, run.train.lr_scale)
     except ValueError as exc:

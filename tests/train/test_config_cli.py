@@ -147,11 +147,37 @@ def test_override_errors_name_the_flag():
     (["burgers-gt", "--lr"], "opformer: error: --lr needs a value"),
     (["ns-fno", "--epochs", "--residual"], "opformer: error: --epochs needs a value"),
     (["burgers-gt", "--test-data", "t.h5"], "opformer: error: --test-data needs --data"),
+    (["darcy-gt", "--d-model", "30", "--n-heads", "4"],
+     "opformer: error: --d-model 30 must be divisible by --n-heads 4"),
+    (["burgers-gt", "--num-layers", "-1"], "opformer: error: --num-layers must be a positive int, got -1"),
+    (["darcy-fno", "--modes", "0"], "opformer: error: --modes must be a positive int, got 0"),
+    (["darcy-scot", "--size", "huge"], "opformer: error: --size must be one of ['base', 'small', 'tiny'], got 'huge'"),
 ])
 def test_cli_errors_are_one_line_with_exit_status_2(capsys, args, message):
     assert main(["train", *args, "--print-config"]) == 2
     err = capsys.readouterr().err
     assert err.startswith(message) and err.count("\n") == 1, err
+
+
+def test_model_setting_errors_name_the_key_in_python_and_the_flag_on_the_command_line(capsys, tmp_path, darcy_files):
+    from opformer.train.run import prepare_run
+
+    cfg, _ = apply_overrides(load_preset("darcy-gt"), {"d_model": 30, "n_heads": 4})
+    with pytest.raises(ConfigError, match=r"^model: d_model=30 must be divisible by n_heads=4$"):
+        resolve(cfg)
+    # a setting that fits no grid of the data shows when the model first sees it
+    train, test = darcy_files
+    cfg, explicit = apply_overrides(load_preset("darcy-vit"), {"data.path": str(train), "data.test_path": str(test),
+                                                               "patch_size": 32})
+    with pytest.raises(ConfigError, match=r"^model vit: ViT with patch_size 32 needs a grid of at least 32 x 32; got "
+                                          r"29 x 29 \(choose a smaller patch_size or set grid_size\)$"):
+        prepare_run(cfg, frozenset(explicit), progress=False)
+    assert main(["train", "darcy-vit", "--data", str(train), "--test-data", str(test), "--patch-size", "32",
+                 "--out", str(tmp_path / "run"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.endswith("opformer: error: model vit: ViT with --patch-size 32 needs a grid of at least 32 x 32; got "
+                        "29 x 29 (choose a smaller --patch-size or set --grid-size)\n"), err
+    assert not (tmp_path / "run" / "checkpoints").exists()
 
 
 def test_cli_print_config_shows_the_resolved_config_with_overrides(capsys):
