@@ -44,6 +44,21 @@ def test_load_by_name_predicts_at_once(one_thread):
     assert np.abs(y - y[:, ::-1, :]).max() < 0.1 * np.abs(y).max()
 
 
+def test_predict_takes_any_real_dtype_and_a_list_and_returns_float32(one_thread):
+    import torch
+
+    model = opformer.load("burgers-ft")
+    x = np.random.default_rng(0).standard_normal((2, 128))  # float64
+    ints = np.arange(256, dtype=np.int64).reshape(2, 128) % 3
+    for given, same in ((x, x), (x.tolist(), x), (ints, ints)):
+        y = model.predict(given)
+        assert isinstance(y, np.ndarray) and y.dtype == np.float32
+        np.testing.assert_allclose(y, model.predict(same.astype(np.float32)), rtol=1e-6, atol=1e-6)
+    y = model.predict(torch.from_numpy(x))  # a float64 tensor: a float32 tensor back
+    assert torch.is_tensor(y) and y.dtype == torch.float32
+    np.testing.assert_allclose(y.numpy(), model.predict(x.astype(np.float32)), rtol=1e-6, atol=1e-6)
+
+
 def test_an_unknown_name_is_a_clear_error(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(LoadError, match="no bundled model of that name"):

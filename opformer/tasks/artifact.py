@@ -227,8 +227,9 @@ class Predictor:
         return int((self.artifact.get("info") or {}).get("history", 1))
 
     def predict(self, inputs, coords=None, batch_size: int = 32, lead_time=None):
-        """Predictions for ``inputs`` (samples, *grid[, channels]), numpy or torch (the same type back, float32; a
-        one-channel output loses its channel axis where the input had none).  A
+        """Predictions for ``inputs`` (samples, *grid[, channels]): a numpy array, a tensor or a nested list of any
+        real dtype (float64 and integers are cast to the models' float32).  The predictions are float32, a tensor for
+        a tensor, else a numpy array; a one-channel output loses its channel axis where the input had none.  A
         time-dependent model also needs ``lead_time``: tau, one number or one per sample (see :meth:`rollout` for
         several times); one trained with a history of h snapshots takes them stacked in the channels instead."""
         history = self.history
