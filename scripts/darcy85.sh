@@ -167,3 +167,11 @@ run fts-qk-enc0.1  darcy-ft-cpu "${FTS[@]}" --norm-scheme galerkin --lr-scale en
 run fts-pre        darcy-ft-cpu "${FTS[@]}" --norm-scheme pre
 # ... and depth (8 layers instead of 6)
 run fts-l8         darcy-ft-cpu "${FTS[@]}" --num-layers 8
+# ... and the spectral decoder: more spectral layers (2 by default; FNO2d has 4) and more modes per layer
+run fts-decl3      darcy-ft-cpu "${FTS[@]}" --decoder-layers 3
+run fts-decl4      darcy-ft-cpu "${FTS[@]}" --decoder-layers 4
+run fts-modes16    darcy-ft-cpu "${FTS[@]}" --modes 16
+# ... and the Ln on Q,K (eq. 4) with larger Q/K/V weights at the start: the normalized Q and K are invariant to the
+# scale of their weights, so at the paper's eta = delta = 1e-2 each Adam step turns them by a large angle
+run fts-qk-xavier  darcy-ft-cpu "${FTS[@]}" --norm-scheme galerkin --init xavier
+run fts-qk-init0.1 darcy-ft-cpu "${FTS[@]}" --norm-scheme galerkin --eta 0.1 --delta 0.1

@@ -585,7 +585,9 @@ class SimpleAttention(nn.Module):
             which is also the path on a GPU: there it is about 3.7x faster at batch 4 (fewer, larger kernels).
         conditioned: the per-head norms (K, V for galerkin/linear, Q, K for fourier/softmax) get a lead-time
             dependent scale and shift (:class:`~opformer.nn.conditional.ConditionalAffine`, the identity at
-            initialisation); used when ``forward`` is given ``lead_time`` (then always on the kernel path).
+            initialisation); used when ``forward`` is given ``lead_time`` (then always on the kernel path).  For
+            fourier/softmax, whose values are not normalized, the attention output gets one too, so that the lead
+            time can shift what the layer adds, not only reweight the values.
 
     Shapes: ``x`` (batch, n, d_model), ``pos`` (batch, n, pos_dim), ``weights`` (batch, n) -> (batch, n, d_model).
     """
@@ -649,6 +651,9 @@ class SimpleAttention(nn.Module):
         self.norms = nn.ModuleDict({name: _HeadNorm(n_heads, self.d_head, norm_eps) for name in normed})
         # lead-time conditioning of the per-head norms: their affine times g(tau) plus h(tau), identity at init
         self.cond_norms = nn.ModuleDict({name: ConditionalAffine(d_model) for name in normed}) if conditioned else None
+        # fourier/softmax normalize Q and K only: conditioning those norms reshapes the attention matrix but gives the
+        # lead time no way to shift the values, so their output gets a conditioned scale and shift as well
+        self.cond_out = ConditionalAffine(d_model) if conditioned and normed and "v" not in normed else None
         if out_proj is None:
             out_proj = pos_dim > 0
         if not out_proj and pos_dim > 0:
@@ -875,4 +880,15 @@ class SimpleAttention(nn.Module):
             z = kernel(q, k, v, weights=weights, dropout_p=p_drop, scale=self.scale)
         z = z.transpose(1, 2).reshape(b, n, h * (dh + p))
         out = self.out_proj(z) if self.out_proj is not None else z
+        if self.cond_out is not None:
+            out = self.cond_out(out, lead_time)
         return x + out if residual else out
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        """Weights saved before the output's conditioning existed (fourier/softmax, eq. 4) load as what they were: the
+        missing scale-and-shift MLP is filled with its identity start (last layer zero), which leaves them unchanged."""
+        if self.cond_out is not None and not any(key.startswith(prefix + "cond_out.") for key in state_dict):
+            for name, value in self.cond_out.state_dict().items():
+                last = name.startswith(f"mlp.net.{len(self.cond_out.mlp.net) - 1}.")
+                state_dict[prefix + "cond_out." + name] = torch.zeros_like(value) if last else value.clone()
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from opformer.models import build_model, example_inputs, model_preset
-from opformer.nn import ConditionalLayerNorm
+from opformer.nn import ConditionalLayerNorm, SimpleAttention
 
 PRESETS = ["burgers-gt", "burgers-ft", "burgers-gt-regular", "burgers-st-regular", "burgers-lt", "burgers-fno",
            "darcy-gt", "darcy-fno"]
@@ -75,3 +75,37 @@ def test_lead_time_is_required_by_conditioned_models_and_refused_by_others():
         build_model(cfg)(x, c, lead_time=torch.ones(2))
     with pytest.raises(ValueError, match="time_conditioning"):
         build_model({**cfg, "time_conditioning": "film"})
+
+
+@pytest.mark.parametrize("kind", ["fourier", "softmax"])
+def test_fourier_and_softmax_attention_let_the_lead_time_shift_their_output(kind):
+    """Eq. 4 normalizes Q and K for these kinds: conditioning only those norms reweights the values, so where the
+    values vanish (an input far smaller than the targets) the layer's output could not depend on tau; the
+    conditioned scale and shift of their output lets it."""
+    torch.manual_seed(0)
+    attn = SimpleAttention(16, 2, kind=kind, conditioned=True)
+    with torch.no_grad():
+        attn.qkv.weight[32:].zero_()  # V = 0
+        last = attn.cond_out.mlp.net[-1]
+        last.weight.normal_()
+        last.bias.normal_()
+    x = torch.randn(2, 10, 16)
+    with torch.no_grad():
+        a = attn(x, lead_time=torch.full((2,), 0.5))
+        b = attn(x, lead_time=torch.full((2,), 2.0))
+    assert a.abs().max() > 1e-3 and (a - b).abs().max() > 1e-3
+    assert SimpleAttention(16, 2, kind="galerkin", conditioned=True).cond_out is None  # V is a conditioned norm there
+
+
+def test_fourier_weights_saved_without_the_output_conditioning_load_as_the_same_function():
+    torch.manual_seed(0)
+    saved = SimpleAttention(16, 2, kind="fourier", pos_dim=2, conditioned=True)
+    state = {k: v for k, v in saved.state_dict().items() if not k.startswith("cond_out.")}
+    loaded = SimpleAttention(16, 2, kind="fourier", pos_dim=2, conditioned=True)
+    with torch.no_grad():
+        for p in loaded.cond_out.parameters():
+            p.normal_()
+    loaded.load_state_dict(state)  # strict: the missing output conditioning is filled with its identity start
+    x, pos, tau = torch.randn(2, 10, 16), torch.rand(2, 10, 2), torch.tensor([0.5, 3.0])
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(x, pos, lead_time=tau), saved(x, pos, lead_time=tau), rtol=0, atol=0)
