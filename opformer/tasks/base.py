@@ -227,6 +227,17 @@ class Task:
                                       f"choose --modes {limit} or less")
                 notes.append(f"spectral modes {cfg.get('modes')} -> {limit} to fit the {bundle.input_grid} grid")
                 cfg["modes"] = limit
+        if "levels" in fields and isinstance(cfg.get("levels"), int):
+            # each level halves the grid (and doubles the width): past a grid of one cell a level only pads, and the
+            # doubled widths exhaust the memory long before (U-Net, CNO)
+            side_min = cfg.get("grid_size") or min(bundle.input_grid)
+            most = max(int(side_min).bit_length() - 1, 0)  # floor(log2)
+            if cfg["levels"] > most:
+                if "levels" in explicit:
+                    raise ConfigError(f"--levels {cfg['levels']} is too many for a grid of {side_min} points a side "
+                                      f"(each level halves it); choose --levels {most} or less")
+                notes.append(f"levels {cfg['levels']} -> {most} for a grid of {side_min} points a side")
+                cfg["levels"] = most
         return cfg, notes
 
     @property

@@ -12,7 +12,7 @@ import torch
 
 import opformer
 from opformer.cli import main
-from opformer.config import DataConfig
+from opformer.config import ConfigError, DataConfig
 from opformer.tasks import get_task
 from opformer.tasks.trajectories import TrajectoryOptions, make_pairs
 
@@ -174,6 +174,20 @@ def test_time_conditioning_is_noted_only_where_a_given_none_was_changed(ns_file)
     assert cfg["time_conditioning"] == "norm" and not any("time_conditioning" in n for n in notes), notes
     cfg, notes = task.fit_model({"name": "unet", "width": 8, "time_conditioning": "none"}, b, set())  # a preset's none
     assert cfg["time_conditioning"] == "norm" and "time_conditioning none -> norm (the task is time-dependent)" in notes
+
+
+def test_levels_beyond_the_grid_are_refused_when_set_and_reduced_when_preset(ns_file):
+    """Each U-Net/CNO level halves the grid and doubles the width: on 16 x 16 data at most 4 levels make sense, and
+    more would only pad the grid while the widths exhaust the memory."""
+    task = get_task("ns")
+    b = task.load(DataConfig(n_test=4, n_val=3), TrajectoryOptions(), {"train": ns_file, "test": None})
+    for name in ("unet", "cno"):
+        with pytest.raises(ConfigError, match=r"^--levels 9 is too many for a grid of 16 points a side .*--levels 4 or"):
+            task.fit_model({"name": name, "width": 8, "levels": 9}, b, {"levels"})
+        cfg, notes = task.fit_model({"name": name, "width": 8, "levels": 5}, b, set())
+        assert cfg["levels"] == 4 and "levels 5 -> 4 for a grid of 16 points a side" in notes
+        cfg, notes = task.fit_model({"name": name, "width": 8, "levels": 4}, b, {"levels"})
+        assert cfg["levels"] == 4 and not any("levels" in n for n in notes)
 
 
 @pytest.mark.parametrize("history", [1, 2])
