@@ -174,4 +174,3 @@ run fts-modes16    darcy-ft-cpu "${FTS[@]}" --modes 16
 # ... and the Ln on Q,K (eq. 4) with larger Q/K/V weights at the start: the normalized Q and K are invariant to the
 # scale of their weights, so at the paper's eta = delta = 1e-2 each Adam step turns them by a large angle
 run fts-qk-xavier  darcy-ft-cpu "${FTS[@]}" --norm-scheme galerkin --init xavier
-run fts-qk-init0.1 darcy-ft-cpu "${FTS[@]}" --norm-scheme galerkin --eta 0.1 --delta 0.1
