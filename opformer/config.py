@@ -341,6 +341,10 @@ class TrainConfig:
               "epoch's; an epoch whose loss or validation error is above a tenth of it times the best is not kept as a "
               "restore point (0: only non-finite losses)", min=0.0)
     gamma: float = opt(0.1, "weight of the H1-seminorm regularizer (0: plain relative L2 loss)", min=0.0)
+    augment: Literal["none", "d4"] = opt(
+        "none", "symmetry augmentation of the training pairs: none, or d4 (one of the square's 8 rotations and "
+                "reflections per sample and step; only for problems that have that symmetry, e.g. the darcy task's "
+                "data: docs/training.md)")
     gamma_convention: Literal["reference", "plain"] = opt(
         "reference", "reference: weight sqrt(gamma*h) as the paper's code; plain: gamma")
     selection: Literal["val", "test"] = opt(

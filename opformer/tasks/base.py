@@ -134,6 +134,9 @@ class Task:
     #: defaults of the run presets: {"data": {...}, "train": {...}} over DataConfig / TrainConfig
     run_defaults: ClassVar[dict] = {}
     plot_labels: ClassVar[dict] = {"input": "input", "target": "target", "prediction": "prediction"}
+    #: the symmetry augmentations (``train.augment``) that the problem and its data layout keep exactly; a task that
+    #: lists one implements :meth:`augment`
+    symmetries: ClassVar[tuple] = ()
 
     # --- presets ----------------------------------------------------------------------------------------------
     def model_train_overrides(self, short: str) -> dict:
@@ -257,6 +260,21 @@ class Task:
         return changed, [f"a grid of {side} points a side: " + ", ".join(
             f"{k} {getattr(train_cfg, k)} -> {v}" for k, v in changed.items()) +
             f" (set {', '.join(flag(k) for k in changed)} to keep the preset's)"]
+
+    # --- symmetry augmentation ---------------------------------------------------------------------------------
+    def check_augment(self, kind: str, bundle: Optional[Bundle] = None) -> None:
+        """Refuse ``--augment kind`` (one line) when the task, or the data of ``bundle`` when given, does not have
+        that symmetry."""
+        if kind == "none":
+            return
+        if kind not in self.symmetries:
+            have = f"it supports {', '.join(self.symmetries)}" if self.symmetries else "it has no symmetry listed"
+            raise ConfigError(f"--augment {kind}: task {self.name} does not have that symmetry ({have}); "
+                              "use --augment none")
+
+    def augment(self, batch: dict, kind: str, generator: torch.Generator) -> dict:
+        """A training batch mapped by one random element of the symmetry group ``kind`` per sample."""
+        raise NotImplementedError(f"task {self.name} has no {kind} augmentation")
 
     # --- loss, metrics --------------------------------------------------------------------------------------------
     def loss(self, pred: Tensor, batch: dict, train: TrainConfig) -> tuple[Tensor, Tensor]:

@@ -17,6 +17,7 @@ from ..config import TrainConfig
 from ..data.datasets import FieldDataset, SplitArrays, UnitGaussianNormalizer, sample_array, stride_for
 from ..pde.errors import DataError
 from .base import Bundle, Operator, Task, grid_kind_of, model_table, open_pair, register_task, split_indices
+from .symmetry import check_symmetric_grid, dihedral_batch
 from .losses import effective_gamma, grid_step, h1_seminorm_2d, rel_l2
 
 
@@ -179,6 +180,18 @@ class DarcyTask(Task):
 
         return Operator(build_model(model_cfg), normalizers.get("input"), normalizers.get("target"),
                         zero_boundary=model_cfg.get("boundary") == "dirichlet")
+
+    # -div(a grad u) = 1 with u = 0 on the walls of the unit square is invariant under the square's rotations and
+    # reflections (opformer/tasks/symmetry.py): a mapped pair is another exact pair of the same recipe
+    symmetries = ("d4",)
+
+    def check_augment(self, kind, bundle=None):
+        super().check_augment(kind, bundle)
+        if kind == "d4" and bundle is not None:
+            check_symmetric_grid(bundle.datasets["train"][0]["coords"], "the training data's grid")
+
+    def augment(self, batch, kind, generator):
+        return dihedral_batch(batch, generator, fields=("input", "target"), gradients=("target_grad",))
 
     def loss(self, pred, batch, train: TrainConfig):
         l2 = rel_l2(pred, batch["target"])

@@ -310,6 +310,11 @@ class OperatorModule(L.LightningModule):
         return True
 
     def training_step(self, batch: dict, batch_idx: int) -> Optional[Tensor]:
+        if self.train_cfg.augment != "none":
+            # one group element per sample, drawn from (seed, step, rank): the same on a resumed run
+            rank = self.trainer.global_rank if self._trainer is not None else 0
+            gen = torch.Generator().manual_seed((self.train_cfg.seed * 1_000_003 + self.global_step) * 64 + rank)
+            batch = self.task.augment(batch, self.train_cfg.augment, gen)
         _, l2, reg = self._losses(batch)
         loss = (l2 + reg).mean()
         step = _StepLoss(loss, l2, self.current_epoch, self.global_step, deferred=self._defers_check(loss))

@@ -385,11 +385,13 @@ def prepare_run(cfg: dict, explicit: frozenset = frozenset(), progress: bool = T
     data (generated into the cache on first use), the model sized to the data.  Returns (run, bundle, operator,
     artifact, notes)."""
     run = resolve(cfg)
+    run.task.check_augment(run.train.augment)  # before any data is generated
     files = ensure_files(run.task, run.data, run.options)
     bundle = run.task.load(run.data, run.options, files)
     if _is_rank_zero():  # the same data on every rank: say it once
         for line in suspicious_samples(bundle.datasets):
             warnings.warn(f"data: {line}", stacklevel=2)
+    run.task.check_augment(run.train.augment, bundle)
     n_train = len(bundle.datasets["train"])
     if n_train < 2:
         raise ConfigError(f"--n-train: at least 2 training samples are needed, the splits leave {n_train}")
