@@ -23,7 +23,7 @@
 #       bash scripts/darcy85.sh                                           # the inverse table (Table 3, reduced)
 #   OUT=runs/d85-s2 RUNS="inv-gt-eps0.01-postln" bash scripts/darcy85.sh --seed 2   # its seeds (2, 3)
 #   RUNS="fts-b2 fts-decw64 fts-pre" bash scripts/darcy85.sh --threads 1   # changes to the FT's current default
-#   RUNS="ft-aug fno-aug gt-aug" bash scripts/darcy85.sh --threads 1   # D4 augmentation, every model
+#   RUNS="ft85-scale1 fno ft-aug fno-aug gt-aug" bash scripts/darcy85.sh --threads 1   # D4 augmentation, with and without
 #
 # Extra arguments go to every `opformer train` (e.g. --seed 2, --threads 1).
 # The inverse rows name --norm-scheme and --adam-beta2 where they ran with settings that are no longer the CPU
@@ -176,7 +176,8 @@ run fts-modes16    darcy-ft-cpu "${FTS[@]}" --modes 16
 # scale of their weights, so at the paper's eta = delta = 1e-2 each Adam step turns them by a large angle
 run fts-qk-xavier  darcy-ft-cpu "${FTS[@]}" --norm-scheme galerkin --init xavier
 # D4 symmetry augmentation (--augment d4: one of the square's 8 rotations and reflections per training pair and step),
-# the same for every model so that the comparison stays at equal data; seeds 2 and 3 with OUT=runs/d85-sS ... --seed S
+# the same for every model so that the comparison stays at equal data; other seeds (2-5 in docs/results.md) with
+# OUT=runs/d85-sS ... --seed S, beside the plain rows ft85-scale1 (the FT's current default) and fno
 run ft-aug         darcy-ft-cpu --augment d4
 run fno-aug        darcy-fno-cpu --augment d4
 run gt-aug         darcy-gt-cpu --augment d4
