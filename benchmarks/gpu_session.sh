@@ -5,7 +5,8 @@
 #                                                     benchmarks (benchmarks/run_gpu.sh) with the GPU to themselves
 #                                                     while the data are generated
 #   bash benchmarks/gpu_session.sh wait SECONDS       follow the runs; collect once they have all ended
-# Environment: RUNS="name ..." picks the runs (scripts/gpu_tables.py list; default: its default list); KEEP="name ..."
+# Environment: ACCEL=cpu tries it all without a GPU; EXTRA="--flag value" adds opformer train arguments to every
+# run; SMOKE=0 skips the smoke tests (a short quick job and the CUDA tests); RUNS="name ..." picks the runs (scripts/gpu_tables.py list; default: its default list); KEEP="name ..."
 # runs that keep the paper's epochs (the others are fitted to the budget); BENCH=0 skips the benchmarks (the runs
 # then start as soon as their data are there); COLLECT=1 makes `wait` collect what there is even if runs go on.
 # Results go to $OUT (or OUTDIR): the benchmark records as one tarball, the runs as scripts/gpu_tables.py collect packs.
@@ -34,13 +35,15 @@ start)
   mkdir -p runs/gpu
   rm -f runs/gpu/bench.done
   python3 scripts/gpu_tables.py start --budget-min "$budget" --workers 12 --threads 2 --wait-for runs/gpu/bench.done \
-    ${RUNS:+--runs $RUNS} ${KEEP:+--keep $KEEP}
-  log "smoke: one epoch of the README quick job on the GPU"
-  timeout 150 opformer train burgers-quick --accelerator gpu --epochs 2 --out /tmp/smoke --no-progress --overwrite \
-    2>&1 | grep -v Warning | tail -8
-  log "smoke: the CUDA tests"
-  timeout 180 python3 -m pytest -q -p no:cacheprovider tests/pde/test_navier_stokes.py tests/nn/test_attention.py \
-    -k gpu 2>&1 | tail -3
+    --accelerator "${ACCEL:-gpu}" --extra="${EXTRA:-}" ${RUNS:+--runs $RUNS} ${KEEP:+--keep $KEEP}
+  if [ "${SMOKE:-1}" != 0 ]; then
+    log "smoke: one epoch of the README quick job on the GPU"
+    timeout 150 opformer train burgers-quick --accelerator gpu --epochs 2 --out /tmp/smoke --no-progress --overwrite \
+      2>&1 | grep -v Warning | tail -8
+    log "smoke: the CUDA tests"
+    timeout 180 python3 -m pytest -q -p no:cacheprovider tests/pde/test_navier_stokes.py tests/nn/test_attention.py \
+      -k gpu 2>&1 | tail -3
+  fi
   if [ "${BENCH:-1}" != 0 ]; then
     log "benchmarks"
     mkdir -p /tmp/bench

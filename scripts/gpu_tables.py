@@ -45,6 +45,10 @@ RUNS = {
     "burgers2048-ft": ("burgers", ["burgers-ft", "--resolution", "2048"]),
     "burgers8192-gt": ("burgers", ["burgers-gt", "--resolution", "8192"]),
     "burgers8192-ft": ("burgers", ["burgers-ft", "--resolution", "8192"]),
+    "burgers8192-fno": ("burgers", ["burgers-fno", "--resolution", "8192"]),
+    # GT without dropout: at n = 512 it was what brought the GT below the paper (docs/results.md, Table 2a)
+    "burgers2048-gt-drop0": ("burgers", ["burgers-gt", "--resolution", "2048", "--dropout", "0.0"]),
+    "burgers8192-gt-drop0": ("burgers", ["burgers-gt", "--resolution", "8192", "--dropout", "0.0"]),
     "darcy141-gt": ("darcy", ["darcy-gt", "--resolution", "141", "--coarse-size", "43"]),
     "darcy141-ft": ("darcy", ["darcy-ft-regular", "--resolution", "141", "--coarse-size", "43"]),
     "darcy141-fno": ("darcy", ["darcy-fno", "--resolution", "141"]),
