@@ -175,6 +175,10 @@ run fts-modes16    darcy-ft-cpu "${FTS[@]}" --modes 16
 # ... and the Ln on Q,K (eq. 4) with larger Q/K/V weights at the start: the normalized Q and K are invariant to the
 # scale of their weights, so at the paper's eta = delta = 1e-2 each Adam step turns them by a large angle
 run fts-qk-xavier  darcy-ft-cpu "${FTS[@]}" --norm-scheme galerkin --init xavier
+run fts-qk-sqrt    darcy-ft-cpu "${FTS[@]}" --norm-scheme galerkin --scale sqrt   # the Burgers FT's score scale
+# the eq. 4 rows without a flag (only Q or only K normalized, a small output projection at the start) are runs of
+# scripts/attn_norm_ablation.py, e.g.  python scripts/attn_norm_ablation.py --norms k -- train darcy-ft-cpu \
+#     --norm-scheme galerkin --out runs/d85/fts-qk-konly --threads 1
 # D4 symmetry augmentation (--augment d4: one of the square's 8 rotations and reflections per training pair and step),
 # the same for every model so that the comparison stays at equal data; other seeds (2-5 in docs/results.md) with
 # OUT=runs/d85-sS ... --seed S, beside the plain rows ft85-scale1 (the FT's current default) and fno
