@@ -176,6 +176,8 @@ run fts-modes16    darcy-ft-cpu "${FTS[@]}" --modes 16
 # scale of their weights, so at the paper's eta = delta = 1e-2 each Adam step turns them by a large angle
 run fts-qk-xavier  darcy-ft-cpu "${FTS[@]}" --norm-scheme galerkin --init xavier
 run fts-qk-sqrt    darcy-ft-cpu "${FTS[@]}" --norm-scheme galerkin --scale sqrt   # the Burgers FT's score scale
+run fts-qk-h1      darcy-ft-cpu "${FTS[@]}" --norm-scheme galerkin --n-heads 1   # one head, as the Burgers FT
+run fts-qk-h1-sqrt darcy-ft-cpu "${FTS[@]}" --norm-scheme galerkin --n-heads 1 --scale sqrt
 # the eq. 4 rows without a flag (only Q or only K normalized, a small output projection at the start) are runs of
 # scripts/attn_norm_ablation.py, e.g.  python scripts/attn_norm_ablation.py --norms k -- train darcy-ft-cpu \
 #     --norm-scheme galerkin --out runs/d85/fts-qk-konly --threads 1
