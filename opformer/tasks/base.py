@@ -162,7 +162,8 @@ class Task:
         return Operator(build_model(model_cfg), normalizers.get("input"), normalizers.get("target"))
 
     #: the defaults of a model on small grids: (the model: its name, or {model field: value} the model config must
-    #: have, e.g. its name and kind; the largest grid side; {field: (the preset's value, the small grid's value)}); a
+    #: have, e.g. its name and kind; the largest grid side, or (the smallest, the largest); {field: (the preset's
+    #: value, the small grid's value)}); a
     #: field is changed only when it still has the preset's value and was not set; the first rule that changes a
     #: field wins
     small_grid_defaults: tuple = ()
@@ -301,11 +302,12 @@ class Task:
         return torch.from_numpy(np.ascontiguousarray(x)), coords
 
 
-def _rule_applies(model, limit: int, model_cfg: dict, side: int) -> bool:
-    """Whether a small-grid rule (``model``: a model name or {model field: value}; ``limit``: the largest grid side)
-    applies to ``model_cfg`` on a grid of ``side`` points a side."""
+def _rule_applies(model, limit, model_cfg: dict, side: int) -> bool:
+    """Whether a small-grid rule (``model``: a model name or {model field: value}; ``limit``: the largest grid side,
+    or (the smallest, the largest)) applies to ``model_cfg`` on a grid of ``side`` points a side."""
     match = {"name": model} if isinstance(model, str) else model
-    return side <= limit and all(model_cfg.get(k) == v for k, v in match.items())
+    lo, hi = limit if isinstance(limit, tuple) else (1, limit)
+    return lo <= side <= hi and all(model_cfg.get(k) == v for k, v in match.items())
 
 
 def _still_preset(values: dict, current, explicit: set) -> dict:

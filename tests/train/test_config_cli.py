@@ -430,8 +430,8 @@ def test_a_run_whose_encoder_rate_the_task_set_resumes(darcy_file, tmp_path):
 
 def test_darcy_attention_presets_narrow_on_small_grids():
     """Grids up to 64 a side get the narrower attention without dropout (the ablations: as accurate at half the
-    width, better without dropout), the Fourier-type model up to 85; the user's own values and larger grids keep
-    theirs; FNO is not touched."""
+    width, better without dropout), the Fourier-type model up to 85, with a decoder twice as wide from 65 to 85; the
+    user's own values and larger grids keep theirs; FNO is not touched."""
     task = resolve(load_preset("darcy-gt")).task
 
     def fitted(preset, side, **over):
@@ -466,6 +466,16 @@ def test_darcy_attention_presets_narrow_on_small_grids():
             assert sum("small grid" in n for n in notes) == 1, notes  # the rules' changes in one note
         model, _ = fitted(preset, 86)
         assert (model["d_model"], model["dropout"], model["scale"]) == (128, 0.05, "sqrt")
+        assert model["decoder_width"] == 32
+        # from 65 to 85 a side its spectral decoder is twice as wide; below, and above, the preset's width
+        for side, width in ((17, 32), (64, 32), (65, 64), (71, 64), (85, 64), (86, 32), (141, 32)):
+            model, notes = fitted(preset, side)
+            assert model["decoder_width"] == width, (preset, side)
+            assert sum("decoder_width 32 -> 64" in n for n in notes) == (width == 64), notes
+        model, notes = fitted(preset, 85, decoder_width=32)  # asked for, though it is the preset's value
+        assert model["decoder_width"] == 32 and not any("decoder_width" in n for n in notes)
+    model, _ = fitted("darcy-gt", 85)  # the Galerkin model keeps its decoder
+    assert model["decoder_width"] == 32
     model, _ = fitted("darcy-ft-regular", 64, scale="sqrt")  # asked for
     assert model["scale"] == "sqrt"
     model, notes = fitted("darcy-gt", 33)
