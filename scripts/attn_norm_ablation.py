@@ -10,7 +10,7 @@ keeps only some of them, or starts the attention's output projection smaller, th
         --out runs/eq4/op0.01
 
 A model trained this way loads only through this wrapper's change (its checkpoint lacks the removed norms), so it is
-for measurement, not for shipping.  docs/results.md ("Thirty-two changes to the FT's current default", the eq. 4 rows)
+for measurement, not for shipping.  docs/results.md ("Thirty-two changes to the FT's default of then", the eq. 4 rows)
 gives what these runs measured.
 """
 

@@ -39,7 +39,9 @@ ONE_RATE=(--lr-scale "")
 # warm-up and 1/sqrt(d) on the scores; the darcy task now gives the Fourier-type model 64, 128, no dropout, 1e-3, 15 %
 # and no 1/sqrt(d) up to 85 a side, so those rows pin the old values first (a row's own flags come after and win)
 FT_BEFORE=(--d-model 128 --dim-feedforward 256 --dropout 0.05 --downscaler-dropout 0.05 --lr 5e-4 --pct-start 0.3
-           --scale sqrt)
+           --scale sqrt --decoder-width 32)
+# every FT row before the decoder-width rows ran with the spectral decoder 32 wide; the task now makes it 64 from 65
+# to 85 a side for the Fourier-type model, so FT_BEFORE, FT85, FTS and the rows without them pin 32
 run() {  # name preset flags...
   local name=$1 preset=$2; shift 2
   case " ${RUNS:-$name} " in *" $name "*) ;; *) return 0 ;; esac
@@ -126,21 +128,21 @@ run ft-d64-drop0-lr1e-3-enc3 darcy-ft-cpu "${FT_BEFORE[@]}" "${D64_DROP0[@]}" --
 run ft-d64-drop0-lr1e-3-init0.1 darcy-ft-cpu "${FT_BEFORE[@]}" "${D64_DROP0[@]}" --lr 1e-3 --eta 0.1 --delta 0.1
 run ft-d64-drop0-lr1e-3-pct0.15 darcy-ft-cpu "${FT_BEFORE[@]}" "${D64_DROP0[@]}" --lr 1e-3 --pct-start 0.15
 run ft-d64-drop0-lr1e-3-h1 darcy-ft-cpu "${FT_BEFORE[@]}" "${D64_DROP0[@]}" --lr 1e-3 --n-heads 1
-FT85=("${D64_DROP0[@]}" --lr 1e-3 --pct-start 0.15 --scale sqrt)   # the FT85 rows ran with the 1/sqrt(d)
+FT85=("${D64_DROP0[@]}" --lr 1e-3 --pct-start 0.15 --scale sqrt --decoder-width 32)   # the FT85 rows ran with the 1/sqrt(d)
 run ft-d64-drop0-lr1e-3-pct0.15-h8 darcy-ft-cpu "${FT85[@]}" --n-heads 8
 run ft-d64-drop0-lr1e-3-pct0.15-l3 darcy-ft-cpu "${FT85[@]}" --num-layers 3
 run ft85-identity  darcy-ft-cpu "${FT85[@]}" --delta 1     # Q/K/V start near the identity: the attention O(1) from the first step
 run ft85-xavier    darcy-ft-cpu "${FT85[@]}" --init xavier
 # the current darcy-ft-cpu (the task's 85-point defaults for the Fourier-type model: d_model 64, no dropout, peak lr 1e-3,
 # warm-up 15 %), no flags; with OUT=runs/d85-e20 ... --epochs 20 beside the GT and FNO2d rows there
-run ft-now         darcy-ft-cpu --scale sqrt   # measured before the task dropped the 1/sqrt(d)
+run ft-now         darcy-ft-cpu --scale sqrt --decoder-width 32   # measured before the task dropped the 1/sqrt(d)
 run ft85-d32       darcy-ft-cpu "${FT85[@]}" --d-model 32 --dim-feedforward 64
 run ft85-enc0.5    darcy-ft-cpu "${FT85[@]}" --lr-scale encoder=0.5
 run ft85-scale1    darcy-ft-cpu "${FT85[@]}" --scale null   # no 1/sqrt(d) on the scores (eq. 5 as printed)
 run ft85-scale4    darcy-ft-cpu "${FT85[@]}" --scale 4      # four times the scores of eq. 5
 # on top of the current default (FT85 without the 1/sqrt(d), pinned so the rows keep their meaning): the encoder's
 # rate, Adam, the H1 weight, the peak and the warm-up, the start, the attention grid, weight decay, the clip
-FTS=("${D64_DROP0[@]}" --lr 1e-3 --pct-start 0.15 --scale null)
+FTS=("${D64_DROP0[@]}" --lr 1e-3 --pct-start 0.15 --scale null --decoder-width 32)
 run fts-enc0.25    darcy-ft-cpu "${FTS[@]}" --lr-scale encoder=0.25
 run fts-beta2-0.98 darcy-ft-cpu "${FTS[@]}" --adam-beta2 0.98
 run fts-gamma0.25  darcy-ft-cpu "${FTS[@]}" --gamma 0.25
@@ -184,7 +186,10 @@ run fts-qk-h1-sqrt darcy-ft-cpu "${FTS[@]}" --norm-scheme galerkin --n-heads 1 -
 # D4 symmetry augmentation (--augment d4: one of the square's 8 rotations and reflections per training pair and step),
 # the same for every model so that the comparison stays at equal data; other seeds (2-5 in docs/results.md) with
 # OUT=runs/d85-sS ... --seed S, beside the plain rows ft85-scale1 (the FT's current default) and fno
-run ft-aug         darcy-ft-cpu --augment d4
+run ft-aug         darcy-ft-cpu --augment d4 --decoder-width 32
 run fno-aug        darcy-fno-cpu --augment d4
 run gt-aug         darcy-gt-cpu --augment d4
 run ft-aug-decw64  darcy-ft-cpu --augment d4 --decoder-width 64   # 5.0 M parameters: not equal cost
+# the FT as it is now (its decoder 64 wide from 65 to 85 a side), no flags; five seeds in docs/results.md with
+# OUT=runs/d85-sS ... --seed S, beside fno and ft85-scale1 (the FT of before)
+run ft-decw64      darcy-ft-cpu
