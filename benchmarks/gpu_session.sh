@@ -6,7 +6,8 @@
 #                                                     while the data are generated
 #   bash benchmarks/gpu_session.sh wait SECONDS       follow the runs; collect once they have all ended
 # Environment: ACCEL=cpu tries it all without a GPU; EXTRA="--flag value" adds opformer train arguments to every
-# run; SMOKE=0 skips the smoke tests (a short quick job and the CUDA tests); RUNS="name ..." picks the runs (scripts/gpu_tables.py list; default: its default list); KEEP="name ..."
+# run; RESUME=FOLDER continues the runs whose resume pieces (resume-NAME.tar.partNN, from an earlier lease's
+# collect) are in FOLDER (carry it to the machine); SMOKE=0 skips the smoke tests (a short quick job and the CUDA tests); RUNS="name ..." picks the runs (scripts/gpu_tables.py list; default: its default list); KEEP="name ..."
 # runs that keep the paper's epochs (the others are fitted to the budget); BENCH=0 skips the benchmarks (the runs
 # then start as soon as their data are there); COLLECT=1 makes `wait` collect what there is even if runs go on.
 # Results go to $OUT (or OUTDIR): the benchmark records as one tarball, the runs as scripts/gpu_tables.py collect packs.
@@ -35,7 +36,8 @@ start)
   mkdir -p runs/gpu
   rm -f runs/gpu/bench.done
   python3 scripts/gpu_tables.py start --budget-min "$budget" --workers 12 --threads 2 --wait-for runs/gpu/bench.done \
-    --accelerator "${ACCEL:-gpu}" --extra="${EXTRA:-}" ${RUNS:+--runs $RUNS} ${KEEP:+--keep $KEEP}
+    --accelerator "${ACCEL:-gpu}" --extra="${EXTRA:-}" ${RUNS:+--runs $RUNS} ${KEEP:+--keep $KEEP} \
+    ${RESUME:+--resume-dir "$RESUME"}
   if [ "${SMOKE:-1}" != 0 ]; then
     log "smoke: one epoch of the README quick job on the GPU"
     timeout 150 opformer train burgers-quick --accelerator gpu --epochs 2 --out /tmp/smoke --no-progress --overwrite \

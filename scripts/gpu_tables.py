@@ -17,7 +17,18 @@ with ``--keep`` are never restarted: they keep the paper's epochs, and the other
     python scripts/gpu_tables.py list              # the runs it knows
 
 ``start`` returns at once: a supervisor process in its own session does the work and writes
-``runs/gpu/state.json`` (atomically) as it goes.  ``--wait-for FILE`` holds the training back (not the data
+``runs/gpu/state.json`` (atomically) as it goes.
+
+**Across leases** (each machine starts bare, and a run at the paper's size may need more than one lease): runs named
+with ``--keep`` are stopped at the deadline instead (``last.ckpt`` stays their resume point), and ``collect DIR``
+also writes each unfinished run's resume files (its config, logs and ``last.ckpt``) as ``resume-NAME.tar.partNN``
+pieces small enough to come back.  On the next machine, with those pieces in a folder that travels with the working
+tree, ``start --resume-dir FOLDER`` puts each run back together and continues it with ``opformer train --resume``
+(the data are generated again: the same recipe gives the same file)::
+
+    python scripts/gpu_tables.py start --budget-min 10 --runs darcy141-gt --keep darcy141-gt
+    python scripts/gpu_tables.py collect OUT          # ... resume-darcy141-gt.tar.part00, part01
+    python scripts/gpu_tables.py start --budget-min 10 --runs darcy141-gt --keep darcy141-gt --resume-dir FOLDER  ``--wait-for FILE`` holds the training back (not the data
 generation) until FILE exists, so that a benchmark can have the GPU to itself first.
 """
 
@@ -76,12 +87,65 @@ def _epochs_logged(name: str) -> list[tuple[int, int, float]]:
     return [(int(a), int(b), float(c)) for a, b, c in EPOCH_RE.findall(log.read_text(errors="replace"))]
 
 
-def _launch(name: str, epochs: int | None, args) -> subprocess.Popen:
+PART_RE = re.compile(r"^resume-(.+)\.tar\.part(\d\d)$")
+
+
+def write_resume_parts(run: Path, out: Path, max_bytes: int) -> list[Path]:
+    """The resume files of ``run`` (config, logs, ``checkpoints/last.ckpt``) as one tar split into pieces of at most
+    ``max_bytes``, ``out/resume-NAME.tar.part00``, ``part01``, ...  Returns the pieces."""
+    members = [run / "config.yaml", run / "checkpoints" / "last.ckpt", *sorted((run / "logs").glob("*"))]
+    tmp = out / f".resume-{run.name}.tar"
+    with tarfile.open(tmp, "w") as tf:
+        for f in members:
+            if f.is_file():
+                tf.add(f, arcname=str(f.relative_to(run)))
+    parts = []
+    with open(tmp, "rb") as src:
+        while chunk := src.read(max_bytes):
+            part = out / f"resume-{run.name}.tar.part{len(parts):02d}"
+            part.write_bytes(chunk)
+            parts.append(part)
+    tmp.unlink()
+    return parts
+
+
+def read_resume_parts(folder: Path) -> dict[str, list[Path]]:
+    """{run name: its pieces in order} for the ``resume-NAME.tar.partNN`` files in ``folder``; a run whose pieces
+    are not numbered 00, 01, ... without a gap is refused (a piece is missing)."""
+    found: dict[str, dict[int, Path]] = {}
+    for f in folder.iterdir():
+        m = PART_RE.match(f.name)
+        if m:
+            found.setdefault(m.group(1), {})[int(m.group(2))] = f
+    out = {}
+    for name, parts in found.items():
+        if sorted(parts) != list(range(len(parts))):
+            sys.exit(f"{folder}: the pieces of run {name} are {sorted(parts)}: one is missing")
+        out[name] = [parts[i] for i in range(len(parts))]
+    return out
+
+
+def restore_run(name: str, parts: list[Path]) -> None:
+    """Put run ``name`` back together in ROOT/name from its pieces (only plain files under the run's folder)."""
+    import io
+
+    data = b"".join(p.read_bytes() for p in parts)
+    run = ROOT / name
+    run.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r") as tf:
+        for member in tf.getmembers():
+            if not member.isfile() or member.name.startswith(("/", "..")) or "/../" in member.name:
+                sys.exit(f"resume pieces of {name}: unexpected entry {member.name!r}")
+        tf.extractall(run, filter="data")
+
+
+def _launch(name: str, epochs: int | None, args, resume: bool = False) -> subprocess.Popen:
     cmd = ["opformer", "train", *RUNS[name][1], "--out", str(ROOT / name), "--no-progress", "--threads",
-           str(args.threads), "--accelerator", args.accelerator, "--overwrite", *shlex.split(args.extra)]
+           str(args.threads), "--accelerator", args.accelerator, "--resume" if resume else "--overwrite",
+           *shlex.split(args.extra)]
     if epochs is not None:
         cmd += ["--epochs", str(epochs)]
-    log = open(ROOT / f"{name}.log", "w")
+    log = open(ROOT / f"{name}.log", "a" if resume else "w")
     log.write("$ " + " ".join(cmd) + "\n")
     log.flush()
     return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
@@ -100,6 +164,14 @@ def supervise(args) -> None:
     _write_state(state)
     procs: dict[str, subprocess.Popen] = {}
     fitted: set[str] = set()
+    resumed: set[str] = set()
+    if args.resume_dir:
+        for name, parts in read_resume_parts(Path(args.resume_dir)).items():
+            if name in args.runs:
+                restore_run(name, parts)
+                resumed.add(name)
+                state["notes"].append(f"{name}: continued from its resume pieces ({len(parts)})")
+        args.keep = sorted(set(args.keep) | resumed)  # a continued run is never restarted from scratch to fit
 
     def poll() -> None:
         for n, p in list(procs.items()):
@@ -110,7 +182,7 @@ def supervise(args) -> None:
                 run["epoch"], run["epochs"] = logged[-1][0], logged[-1][1]
                 run["s_per_epoch"] = statistics.median([e[2] for e in logged[1:]] or [logged[0][2]])
             if rc is not None:
-                run["state"] = "done" if rc == 0 else f"failed (exit {rc})"
+                run["state"] = "done" if rc == 0 and (ROOT / n / "metrics.json").exists() else f"failed (exit {rc})"
                 run["seconds"] = time.time() - run["t_launch"]
                 del procs[n]
         _write_state(state)
@@ -129,7 +201,7 @@ def supervise(args) -> None:
             time.sleep(2)
         for n in args.runs:
             if RUNS[n][0] == g:
-                procs[n] = _launch(n, None, args)
+                procs[n] = _launch(n, None, args, resume=n in resumed)
                 state["runs"][n].update(state="running", t_launch=time.time(), restarts=0)
         poll()
     lines_at_all_launched = {n: len(_epochs_logged(n)) for n in procs}
@@ -137,6 +209,20 @@ def supervise(args) -> None:
     while procs:
         time.sleep(5)
         poll()
+        if time.time() > deadline and any(n in args.keep for n in procs):
+            # runs kept at their epochs stop here, resumable: SIGINT ends them as Ctrl-C does (last.ckpt stays)
+            for n in [n for n in procs if n in args.keep]:
+                procs[n].send_signal(signal.SIGINT)
+            for n in [n for n in procs if n in args.keep]:
+                try:
+                    procs[n].wait(90)
+                except subprocess.TimeoutExpired:
+                    procs[n].kill()
+                state["runs"][n].update(state="stopped at the deadline (resumable)")
+                state["notes"].append(f"{n}: stopped at the deadline; collect writes its resume pieces")
+                del procs[n]
+            _write_state(state)
+            continue
         for n, p in list(procs.items()):
             if n in fitted or n in args.keep:
                 continue
@@ -182,6 +268,11 @@ def start(args) -> None:
         cmd += ["--keep", *args.keep]
     if args.wait_for:
         cmd += ["--wait-for", args.wait_for]
+    if args.resume_dir:
+        if not Path(args.resume_dir).is_dir():
+            sys.exit(f"--resume-dir {args.resume_dir}: no such folder")
+        read_resume_parts(Path(args.resume_dir))  # refuse missing pieces before anything starts
+        cmd += ["--resume-dir", str(Path(args.resume_dir).resolve())]
     subprocess.Popen(cmd, stdout=open(ROOT / "supervisor.log", "w"), stderr=subprocess.STDOUT,
                      start_new_session=True)
     print(f"started: {len(args.runs)} runs, budget {args.budget_min} min; `python {__file__} status` to follow")
@@ -248,6 +339,15 @@ def collect(args) -> None:
                 tf.add(f, arcname=arc)
     if len(packs) > args.max_files:
         print(f"{len(packs) - args.max_files} pack(s) left out (over --max-files)")
+    n_parts = 0
+    for run in sorted(p for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith("_")):
+        if not (run / "metrics.json").exists() and (run / "checkpoints" / "last.ckpt").exists():
+            parts = write_resume_parts(run, out, int(limit))
+            n_parts += len(parts)
+            print(f"{run.name}: unfinished; its resume files in {len(parts)} piece(s) "
+                  f"{parts[0].name} ... (start --resume-dir FOLDER continues it)")
+    if n_parts:
+        print(f"{n_parts} resume piece(s) besides the {min(len(packs), args.max_files)} tarball(s)")
     print(f"{sum(len(p) for p in packs)} files in {min(len(packs), args.max_files)} tarball(s) under {out}")
 
 
@@ -269,6 +369,8 @@ def main(argv=None) -> None:
         p.add_argument("--wait-for", default=None, help="start training only once this file exists")
         p.add_argument("--accelerator", default="gpu", help="opformer train --accelerator (gpu; cpu to try it)")
         p.add_argument("--extra", default="", help="more opformer train arguments for every run, one string")
+        p.add_argument("--resume-dir", default=None,
+                       help="a folder with resume-NAME.tar.partNN pieces (from collect): those runs continue")
     sub.add_parser("status")
     sub.add_parser("list")
     p = sub.add_parser("collect")

@@ -1,0 +1,64 @@
+"""scripts/gpu_tables.py: an unfinished run's resume files go out in pieces small enough to come back from a lease,
+and come back together byte for byte on the next machine; a missing piece or an entry outside the run is refused."""
+
+import io
+import tarfile
+
+import pytest
+
+from .conftest import load_script
+
+
+def _run(root, name="darcy141-gt"):
+    run = root / "runs" / name
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "logs").mkdir()
+    (run / "config.yaml").write_text("name: darcy-gt\n")
+    (run / "checkpoints" / "last.ckpt").write_bytes(bytes(range(256)) * 300)  # 76,800 bytes
+    (run / "checkpoints" / "best.ckpt").write_bytes(b"not needed to resume")
+    (run / "logs" / "metrics.csv").write_text("epoch,val_rel_l2\n0,0.5\n")
+    return run
+
+
+def test_resume_pieces_round_trip_in_order(tmp_path, monkeypatch):
+    mod = load_script("gpu_tables")
+    run = _run(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    parts = mod.write_resume_parts(run, out, max_bytes=20_000)
+    assert [p.name for p in parts] == [f"resume-darcy141-gt.tar.part{i:02d}" for i in range(len(parts))]
+    assert len(parts) >= 4 and all(p.stat().st_size <= 20_000 for p in parts)
+    assert not list(out.glob(".resume-*"))  # the whole tar is not left behind
+    monkeypatch.setattr(mod, "ROOT", tmp_path / "machine2")
+    found = mod.read_resume_parts(out)
+    assert list(found) == ["darcy141-gt"] and found["darcy141-gt"] == parts
+    mod.restore_run("darcy141-gt", found["darcy141-gt"])
+    back = tmp_path / "machine2" / "darcy141-gt"
+    assert (back / "checkpoints" / "last.ckpt").read_bytes() == (run / "checkpoints" / "last.ckpt").read_bytes()
+    assert (back / "config.yaml").read_text() == "name: darcy-gt\n"
+    assert (back / "logs" / "metrics.csv").exists() and not (back / "checkpoints" / "best.ckpt").exists()
+
+
+def test_a_missing_piece_is_refused(tmp_path):
+    mod = load_script("gpu_tables")
+    out = tmp_path / "out"
+    out.mkdir()
+    parts = mod.write_resume_parts(_run(tmp_path), out, max_bytes=20_000)
+    parts[1].unlink()
+    with pytest.raises(SystemExit, match="one is missing"):
+        mod.read_resume_parts(out)
+
+
+def test_an_entry_outside_the_run_is_refused(tmp_path, monkeypatch):
+    mod = load_script("gpu_tables")
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tf:
+        info = tarfile.TarInfo("../outside.txt")
+        info.size = 1
+        tf.addfile(info, io.BytesIO(b"x"))
+    part = tmp_path / "resume-x.tar.part00"
+    part.write_bytes(buf.getvalue())
+    monkeypatch.setattr(mod, "ROOT", tmp_path / "machine2")
+    with pytest.raises(SystemExit, match="unexpected entry"):
+        mod.restore_run("x", [part])
+    assert not (tmp_path / "outside.txt").exists() and not (tmp_path / "machine2" / "outside.txt").exists()
