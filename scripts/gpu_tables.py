@@ -17,7 +17,8 @@ with ``--keep`` are never restarted: they keep the paper's epochs, and the other
     python scripts/gpu_tables.py list              # the runs it knows
 
 ``start`` returns at once: a supervisor process in its own session does the work and writes
-``runs/gpu/state.json`` (atomically) as it goes.
+``runs/gpu/state.json`` (atomically) as it goes.  ``--wait-for FILE`` holds the training back (not the data
+generation) until FILE exists, so that a benchmark can have the GPU to itself first.
 
 **Across leases** (each machine starts bare, and a run at the paper's size may need more than one lease): runs named
 with ``--keep`` are stopped at the deadline instead (``last.ckpt`` stays their resume point), and ``collect DIR``
@@ -28,8 +29,7 @@ tree, ``start --resume-dir FOLDER`` puts each run back together and continues it
 
     python scripts/gpu_tables.py start --budget-min 10 --runs darcy141-gt --keep darcy141-gt
     python scripts/gpu_tables.py collect OUT          # ... resume-darcy141-gt.tar.part00, part01
-    python scripts/gpu_tables.py start --budget-min 10 --runs darcy141-gt --keep darcy141-gt --resume-dir FOLDER  ``--wait-for FILE`` holds the training back (not the data
-generation) until FILE exists, so that a benchmark can have the GPU to itself first.
+    python scripts/gpu_tables.py start --budget-min 10 --runs darcy141-gt --keep darcy141-gt --resume-dir FOLDER
 """
 
 from __future__ import annotations
