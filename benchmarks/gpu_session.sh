@@ -6,10 +6,12 @@
 #                                                     while the data are generated
 #   bash benchmarks/gpu_session.sh wait SECONDS       follow the runs; collect once they have all ended
 # Environment: ACCEL=cpu tries it all without a GPU; EXTRA="--flag value" adds opformer train arguments to every
-# run; RESUME=FOLDER continues the runs whose resume pieces (resume-NAME.tar.partNN, from an earlier lease's
-# collect) are in FOLDER (carry it to the machine); SMOKE=0 skips the smoke tests (a short quick job and the CUDA tests); RUNS="name ..." picks the runs (scripts/gpu_tables.py list; default: its default list); KEEP="name ..."
-# runs that keep the paper's epochs (the others are fitted to the budget); BENCH=0 skips the benchmarks (the runs
-# then start as soon as their data are there); COLLECT=1 makes `wait` collect what there is even if runs go on.
+# run; SMOKE=0 skips the smoke tests (a short quick job and the CUDA tests); RUNS="name ..." picks the runs
+# (scripts/gpu_tables.py list; default: its default list); KEEP="name ..." runs that keep the paper's epochs (the
+# others are fitted to the budget) and stop at its end, resumable; RESUME=FOLDER continues the runs whose resume
+# pieces (resume-NAME.tar.partNN, from an earlier lease's collect) are in FOLDER (carry it to the machine);
+# BENCH=0 skips the benchmarks (the runs then start as soon as their data are there); COLLECT=1 makes `wait`
+# collect what there is even if runs go on.
 # Results go to $OUT (or OUTDIR): the benchmark records as one tarball, the runs as scripts/gpu_tables.py collect packs.
 set -u
 export PYTHONUNBUFFERED=1 PYTHONWARNINGS=ignore
