@@ -430,7 +430,7 @@ def test_a_run_whose_encoder_rate_the_task_set_resumes(darcy_file, tmp_path):
 
 def test_darcy_attention_presets_narrow_on_small_grids():
     """Grids up to 64 a side get the narrower attention without dropout (the ablations: as accurate at half the
-    width, better without dropout), the Fourier-type model up to 85, with a decoder twice as wide from 65 to 85; the
+    width, better without dropout), the Fourier-type model up to 85, with a decoder twice as wide from 64 to 85; the
     user's own values and larger grids keep theirs; FNO is not touched."""
     task = resolve(load_preset("darcy-gt")).task
 
@@ -467,8 +467,8 @@ def test_darcy_attention_presets_narrow_on_small_grids():
         model, _ = fitted(preset, 86)
         assert (model["d_model"], model["dropout"], model["scale"]) == (128, 0.05, "sqrt")
         assert model["decoder_width"] == 32
-        # from 65 to 85 a side its spectral decoder is twice as wide; below, and above, the preset's width
-        for side, width in ((17, 32), (64, 32), (65, 64), (71, 64), (85, 64), (86, 32), (141, 32)):
+        # from 64 to 85 a side its spectral decoder is twice as wide; below, and above, the preset's width
+        for side, width in ((17, 32), (48, 32), (63, 32), (64, 64), (65, 64), (71, 64), (85, 64), (86, 32), (141, 32)):
             model, notes = fitted(preset, side)
             assert model["decoder_width"] == width, (preset, side)
             assert sum("decoder_width 32 -> 64" in n for n in notes) == (width == 64), notes
