@@ -125,6 +125,9 @@ for seed in $SEEDS; do
   # to 64 a side
   run "64/gt-wide-seed$seed" --model gt "${C64[@]}" --seed "$seed" --d-model 128 --dim-feedforward 256 \
     --dropout 0.05 --downscaler-dropout 0.05
+  # the FT with its spectral decoder 32 wide: the task's default at 64^2 before the wider decoder's rule reached 64
+  # (64/ft-regular-seedS made before that change ran this model too)
+  run "64/ft-regular-dw32-seed$seed" --model ft-regular "${C64[@]}" --seed "$seed" --decoder-width 32
 done
 # equal wall time rather than equal epochs: FNO2d for the wide GT's 10-epoch time and for the narrow GT's, the narrow
 # GT for the wide one's

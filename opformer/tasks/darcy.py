@@ -117,9 +117,10 @@ class DarcyTask(Task):
     # help within 10 epochs, and sooner without the 1/sqrt(d) (docs/results.md, "The Fourier-type model at 85²")
     _narrow = {"d_model": (128, 64), "dim_feedforward": (256, 128), "dropout": (0.05, 0.0),
                "downscaler_dropout": (0.05, 0.0)}
-    # and from 64 to 85 a side the Fourier-type model's spectral decoder twice as wide: at 85 -> 29 it brings the FT
-    # from 1.29x FNO2d's error to 0.97x over five seeds, at 3.4x the parameters (docs/results.md, "The Fourier-type
-    # model's decoder at 85²"); on the smaller grids, where the FT is ahead of FNO2d already, it keeps its width
+    # and from 64 to 85 a side the Fourier-type model's spectral decoder twice as wide: it brings the FT from 1.29x
+    # FNO2d's error to 0.97x at 85 -> 29 (five seeds) and from 1.09x to 0.92x at 64^2 (three seeds), at 3.4x the
+    # parameters and 2-5x FNO2d's time (docs/results.md, "The Fourier-type model's decoder at 85²" and "Darcy 64²
+    # without flags"); on 17^2 and 33^2, where the FT is ahead of FNO2d already, it keeps its width
     small_grid_defaults = (("transformer2d", 64, _narrow),
                            ({"name": "transformer2d", "kind": "fourier"}, 85, {**_narrow, "scale": ("sqrt", None)}),
                            ({"name": "transformer2d", "kind": "fourier"}, (64, 85), {"decoder_width": (32, 64)}))
