@@ -40,7 +40,7 @@ ONE_RATE=(--lr-scale "")
 # and no 1/sqrt(d) up to 85 a side, so those rows pin the old values first (a row's own flags come after and win)
 FT_BEFORE=(--d-model 128 --dim-feedforward 256 --dropout 0.05 --downscaler-dropout 0.05 --lr 5e-4 --pct-start 0.3
            --scale sqrt --decoder-width 32)
-# every FT row before the decoder-width rows ran with the spectral decoder 32 wide; the task now makes it 64 from 65
+# every FT row before the decoder-width rows ran with the spectral decoder 32 wide; the task now makes it 64 from 64
 # to 85 a side for the Fourier-type model, so FT_BEFORE, FT85, FTS and the rows without them pin 32
 run() {  # name preset flags...
   local name=$1 preset=$2; shift 2
@@ -185,11 +185,11 @@ run fts-qk-h1-sqrt darcy-ft-cpu "${FTS[@]}" --norm-scheme galerkin --n-heads 1 -
 #     --norm-scheme galerkin --out runs/d85/fts-qk-konly --threads 1
 # D4 symmetry augmentation (--augment d4: one of the square's 8 rotations and reflections per training pair and step),
 # the same for every model so that the comparison stays at equal data; other seeds (2-5 in docs/results.md) with
-# OUT=runs/d85-sS ... --seed S, beside the plain rows ft85-scale1 (the FT's current default) and fno
+# OUT=runs/d85-sS ... --seed S, beside the plain rows ft85-scale1 (the FT's default then, decoder 32 wide) and fno
 run ft-aug         darcy-ft-cpu --augment d4 --decoder-width 32
 run fno-aug        darcy-fno-cpu --augment d4
 run gt-aug         darcy-gt-cpu --augment d4
-run ft-aug-decw64  darcy-ft-cpu --augment d4 --decoder-width 64   # 5.0 M parameters: not equal cost
-# the FT as it is now (its decoder 64 wide from 65 to 85 a side), no flags; five seeds in docs/results.md with
+run ft-aug-decw64  darcy-ft-cpu --augment d4 --decoder-width 64   # the FT as it is now; 5.0 M parameters
+# the FT as it is now (its decoder 64 wide from 64 to 85 a side), no flags; five seeds in docs/results.md with
 # OUT=runs/d85-sS ... --seed S, beside fno and ft85-scale1 (the FT of before)
 run ft-decw64      darcy-ft-cpu

@@ -35,6 +35,7 @@ tree, ``start --resume-dir FOLDER`` puts each run back together and continues it
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import re
@@ -127,8 +128,6 @@ def read_resume_parts(folder: Path) -> dict[str, list[Path]]:
 
 def restore_run(name: str, parts: list[Path]) -> None:
     """Put run ``name`` back together in ROOT/name from its pieces (only plain files under the run's folder)."""
-    import io
-
     data = b"".join(p.read_bytes() for p in parts)
     run = ROOT / name
     run.mkdir(parents=True, exist_ok=True)
@@ -211,9 +210,10 @@ def supervise(args) -> None:
         poll()
         if time.time() > deadline and any(n in args.keep for n in procs):
             # runs kept at their epochs stop here, resumable: SIGINT ends them as Ctrl-C does (last.ckpt stays)
-            for n in [n for n in procs if n in args.keep]:
+            stopping = [n for n in procs if n in args.keep]
+            for n in stopping:
                 procs[n].send_signal(signal.SIGINT)
-            for n in [n for n in procs if n in args.keep]:
+            for n in stopping:
                 try:
                     procs[n].wait(90)
                 except subprocess.TimeoutExpired:
