@@ -362,6 +362,10 @@ class TrainConfig:
         "auto", "deterministic kernels (same seed and machine, same result): true, false, or auto: on for the CPU "
                 "(where they cost nothing), off on a GPU (there they replace fast kernels, e.g. the bilinear "
                 "resampling of the 2D models, by slow ones)")
+    cuda_graphs: Union[bool, Literal["auto"]] = opt(
+        "auto", "replay the network's training forward and backward as CUDA graphs (one launch instead of hundreds "
+                "of small kernels): true, false, or auto: on where they apply (one CUDA GPU, 32- or 64-bit "
+                "precision); a network that cannot be captured is run as before, with a note (docs/training.md)")
     checkpoint_every_n_steps: int = opt(0, "also write last.ckpt every N steps (0: at the end of each epoch only)",
                                         min=0)
     plot_samples: int = opt(4, "test samples shown in the prediction plot", min=0)

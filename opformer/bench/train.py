@@ -108,6 +108,12 @@ def train_overhead(preset: str, overrides: Optional[dict] = None, *, epochs: int
     op = copy.deepcopy(operator).to(dev).train()
     sync = torch.cuda.synchronize if gpu else (lambda: None)
     opt = make_adam(op.parameters(), lr=1e-12)  # the trainer's optimizer; a tiny lr: the timing does not depend on it
+    graphs = gpu and t.cuda_graphs is not False and t.precision in ("32-true", "64-true")
+    rec["cuda_graphs"] = graphs  # the trainer graphs the network on one GPU (opformer.train.cuda_graphs): so does the
+    if graphs:  # bare step, so that the ratio compares like with like
+        from ..train.cuda_graphs import GraphedModelCall
+
+        op.graphed_call = GraphedModelCall(op.model)
 
     def bare():
         opt.zero_grad(set_to_none=True)
@@ -128,7 +134,7 @@ def train_overhead(preset: str, overrides: Optional[dict] = None, *, epochs: int
     def net():
         model.zero_grad(set_to_none=True)
         tau = batch.get("lead_time")
-        y = model(x_in, coords) if tau is None else model(x_in, coords, lead_time=tau)
+        y = op.call_model(x_in, coords, tau)
         y.float().pow(2).mean().backward()
 
     # the real trainer, as opformer train builds it

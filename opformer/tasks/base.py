@@ -78,7 +78,7 @@ class Operator(nn.Module):
 
     def forward(self, input: Tensor, coords: Tensor, lead_time: Optional[Tensor] = None) -> Tensor:
         x = input if self.input_normalizer is None else self.input_normalizer.encode(input, coords)
-        y = self.model(x, coords) if lead_time is None else self.model(x, coords, lead_time=lead_time)
+        y = self.call_model(x, coords, lead_time)
         if self.target_normalizer is not None:
             same = tuple(y.shape[1:-1]) == tuple(input.shape[1:-1])
             y = self.target_normalizer.decode(y, coords if same else None)
@@ -87,6 +87,14 @@ class Operator(nn.Module):
             ring[:, 0], ring[:, -1], ring[:, :, 0], ring[:, :, -1] = 0, 0, 0, 0
             y = y * ring
         return y
+
+    def call_model(self, x: Tensor, coords: Tensor, lead_time: Optional[Tensor] = None) -> Tensor:
+        """The network on standardized input; through the trainer's CUDA graphs while it has them attached
+        (``opformer.train.cuda_graphs``), else directly."""
+        graphed = self.__dict__.get("graphed_call")
+        if graphed is not None:
+            return graphed(x, coords, lead_time)
+        return self.model(x, coords) if lead_time is None else self.model(x, coords, lead_time=lead_time)
 
     def resolution_note(self, grid: tuple[int, ...]) -> Optional[str]:
         """What the model leaves out on ``grid`` (Fourier modes a coarse grid cannot hold), or None."""

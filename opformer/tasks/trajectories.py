@@ -173,7 +173,7 @@ class TrajectoryOperator(Operator):
         if not self.residual:
             return super().forward(input, coords, lead_time)
         x = self.input_normalizer.encode(input, coords)
-        y = self.model(x, coords, lead_time=lead_time)
+        y = self.call_model(x, coords, lead_time)
         return input + y * self.target_normalizer._fields(y, None)[1]  # u_i + std * (model output)
 
 

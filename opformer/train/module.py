@@ -122,6 +122,7 @@ class OperatorModule(L.LightningModule):
         self._train_sums: Optional[Tensor] = None  # this epoch's (sum of loss x batch, sum of rel. L2, samples)
         self._train_means: Optional[tuple[int, dict]] = None  # (epoch, its means over all ranks), computed once
         self._pending: Optional[_StepLoss] = None  # a step loss whose check is deferred to the next step
+        self.cuda_graphs_used: Optional[dict] = None  # set at the end of a run that had CUDA graphs attached
 
     def transfer_batch_to_device(self, batch: Any, device: torch.device, dataloader_idx: int) -> Any:
         """Lightning's generic transfer walks the batch recursively at every step; a batch of tensors already on
@@ -420,6 +421,26 @@ class OperatorModule(L.LightningModule):
 
     def on_fit_start(self) -> None:
         self._fit_started = time.perf_counter()
+
+    def on_train_start(self) -> None:
+        # the network's training forward and backward as CUDA graphs where they apply (opformer.train.cuda_graphs)
+        want = self.train_cfg.cuda_graphs
+        if want is False or self._trainer is None:
+            return
+        from .cuda_graphs import GraphedModelCall, applies
+
+        why_not = applies(self.device.type == "cuda", self.trainer.world_size, str(self.trainer.precision))
+        if why_not is None:
+            quiet = lambda msg: print(msg, flush=True) if self.trainer.is_global_zero else None  # noqa: E731
+            self.operator.graphed_call = GraphedModelCall(self.operator.model, note=quiet)
+        elif want is True and self.trainer.is_global_zero:
+            print(f"note: --cuda-graphs true has no effect: {why_not}", flush=True)
+
+    def teardown(self, stage: str) -> None:
+        g = self.operator.__dict__.pop("graphed_call", None)  # the trained operator carries no graphs
+        if g is not None:  # what they did, for metrics.json
+            self.cuda_graphs_used = {"shapes_captured": len(g.graphs), "graphed_steps": g.replays,
+                                     "eager_steps": g.eager_calls, "given_up": g.disabled}
 
     def training_seconds(self) -> float:
         """Wall time spent training this run, summed over resumed runs."""

@@ -49,7 +49,7 @@ def _is_rank_zero() -> bool:
 
 
 #: train fields that do not change a run's result (how many processes ran it, on what hardware)
-_HARDWARE = ("accelerator", "devices", "strategy", "num_nodes", "num_workers", "deterministic")
+_HARDWARE = ("accelerator", "devices", "strategy", "num_nodes", "num_workers", "deterministic", "cuda_graphs")
 
 
 def _config_for_comparison(cfg: dict) -> dict:
@@ -506,6 +506,7 @@ def _fit(run, bundle, operator, artifact, notes, out: Path, ckpt_path, resume: b
         "seconds": round(seconds, 2),
         "lr_halvings": module.lr_halvings,  # blow-ups recovered from (train.divergence_retries)
         "divergence_notes": module.divergence_log,
+        **({"cuda_graphs": module.cuda_graphs_used} if module.cuda_graphs_used else {}),
         "parameters": count_parameters(module.operator.model),
         "seed": t.seed,
         "resolution": list(bundle.input_grid),
