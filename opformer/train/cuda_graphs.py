@@ -25,6 +25,7 @@ gradients on.
 
 from __future__ import annotations
 
+import warnings
 from typing import Callable, Optional
 
 import torch
@@ -133,16 +134,20 @@ class GraphedModelCall:
         if graphed is None:
             if len(self.graphs) >= self.max_graphs:
                 return self._eager(x, coords, lead_time)
-            try:
-                self._check(self.model, args)
-            except Exception as e:  # the network synchronises with the host: it cannot be captured
-                self._give_up(f"the network waits on the host in its training step: {_first_line(e)}")
-                return self._eager(x, coords, lead_time)
-            try:
-                graphed = self._capture(self.model, args)
-            except Exception as e:
-                self._give_up(f"capturing the training step failed: {_first_line(e)}")
-                return self._eager(x, coords, lead_time)
+            with warnings.catch_warnings():
+                # torch's notes on a prototype sync check and on the side stream the capture runs on: expected here
+                warnings.filterwarnings("ignore", message=".*(Synchronization debug mode|AccumulateGrad node's stream"
+                                                          "|no current CUDA context)")
+                try:
+                    self._check(self.model, args)
+                except Exception as e:  # the network synchronises with the host: it cannot be captured
+                    self._give_up(f"the network waits on the host in its training step: {_first_line(e)}")
+                    return self._eager(x, coords, lead_time)
+                try:
+                    graphed = self._capture(self.model, args)
+                except Exception as e:
+                    self._give_up(f"capturing the training step failed: {_first_line(e)}")
+                    return self._eager(x, coords, lead_time)
             self.graphs[key] = graphed
         self.replays += 1
         return graphed(*args)
