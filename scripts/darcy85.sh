@@ -177,6 +177,11 @@ run fts-modes16    darcy-ft-cpu "${FTS[@]}" --modes 16
 # ... and the Ln on Q,K (eq. 4) with larger Q/K/V weights at the start: the normalized Q and K are invariant to the
 # scale of their weights, so at the paper's eta = delta = 1e-2 each Adam step turns them by a large angle
 run fts-qk-xavier  darcy-ft-cpu "${FTS[@]}" --norm-scheme galerkin --init xavier
+# eq. 4 with the per-head layer norms of Q and K (their gains and offsets) at 30x / 100x the rate: does the pair of norms
+# stall because the attention's scale can only grow through those gains, at Adam's pace of about lr per step?
+NORMS_AT() { local r=$1 i out=""; for i in 0 1 2 3 4 5; do out+="encoder.layers.$i.attn.norms=$r,"; done; echo "${out%,}"; }
+run fts-qk-norms30  darcy-ft-cpu "${FTS[@]}" --norm-scheme galerkin --lr-scale "$(NORMS_AT 30)"
+run fts-qk-norms100 darcy-ft-cpu "${FTS[@]}" --norm-scheme galerkin --lr-scale "$(NORMS_AT 100)"
 run fts-qk-sqrt    darcy-ft-cpu "${FTS[@]}" --norm-scheme galerkin --scale sqrt   # the Burgers FT's score scale
 run fts-qk-h1      darcy-ft-cpu "${FTS[@]}" --norm-scheme galerkin --n-heads 1   # one head, as the Burgers FT
 run fts-qk-h1-sqrt darcy-ft-cpu "${FTS[@]}" --norm-scheme galerkin --n-heads 1 --scale sqrt
