@@ -1,4 +1,4 @@
-"""The network's training forward and backward replayed as CUDA graphs (one GPU, 32-bit precision).
+"""The network's training forward and backward replayed as CUDA graphs (one GPU, 32- or 64-bit precision).
 
 At the paper's batch sizes an attention operator's training step on a GPU is a chain of several hundred small
 kernels, and the host spends longer launching them than the card spends running them (``docs/benchmarks.md``,
@@ -17,7 +17,9 @@ What it takes, and what happens otherwise (the step is then run as before, never
   network that fails it, or whose capture fails, is run eagerly from then on, with a one-line note;
 - the parameters are updated in place (the optimizer, ``load_state_dict`` of the divergence guard and of a resumed
   run all do), never replaced;
-- dropout draws fresh masks at every replay (the CUDA generator advances with each replay).
+- dropout draws fresh masks at every replay (the CUDA generator advances with each replay);
+- each graph keeps the memory of its step's activations between steps (one set per shape captured), where the eager
+  step frees and reallocates it: a run at the edge of the GPU's memory may need ``--cuda-graphs false``.
 
 Evaluation (validation, test, prediction) always runs eagerly: the graphs are used only in training mode with
 gradients on.
