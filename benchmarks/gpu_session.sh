@@ -15,7 +15,7 @@
 # Results go to $OUT (or OUTDIR): the benchmark records as one tarball, the runs as scripts/gpu_tables.py collect packs.
 set -u
 export PYTHONUNBUFFERED=1 PYTHONWARNINGS=ignore
-OUT=${OUT:-${OUTDIR:-benchmarks/results/gpu}}
+OUT=${OUT:-${OUTDIR:-runs/gpu-out}}  # git-ignored by default: records are copied into benchmarks/results/ by hand
 mkdir -p "$OUT"
 T0=$(date +%s)
 el() { echo $(( $(date +%s) - T0 )); }
