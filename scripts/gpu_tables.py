@@ -1,8 +1,10 @@
 """The paper's full-size runs side by side on one GPU, fitted to a time budget.
 
-Every run is an ``opformer train`` process, and they share the GPU: at the paper's batch sizes (4 and 8) each run
-is limited by kernel launches rather than by the card, so running them together uses the card far better than one
-after another.  The data are generated first on the CPUs (``opformer data prepare``), one group at a time, and a
+Every run is an ``opformer train`` process, and they share the GPU: at the paper's batch sizes (4 and 8) an eager
+run is limited by kernel launches rather than by the card, so running them together uses the card better than one
+after another.  (With the training step replayed as CUDA graphs, the trainer's default on one GPU, each run keeps
+the card busier and a step is 2-4x shorter, so side by side gains less: docs/benchmarks.md, "CUDA graphs of the
+training step".)  The data are generated first on the CPUs (``opformer data prepare``), one group at a time, and a
 group's runs start as soon as its data are there.
 
 The epochs are fitted to the budget: every run starts with its preset's epochs (the paper's 100); once all groups
