@@ -50,8 +50,11 @@ def dihedral_gradient(g: Tensor, code: int) -> Tensor:
     g = dihedral_field(g, code)
     if transpose:
         g = g.flip(-1)
-    sign = g.new_tensor([-1.0 if flip1 else 1.0, -1.0 if flip2 else 1.0])
-    return g * sign if (flip1 or flip2) else g
+    if not (flip1 or flip2):
+        return g
+    # the two components scaled by Python numbers (a sign tensor made on the host would be copied to a GPU, and the
+    # host would wait for the device at every step)
+    return torch.cat((g[..., :1] * (-1.0 if flip1 else 1.0), g[..., 1:] * (-1.0 if flip2 else 1.0)), -1)
 
 
 def dihedral_batch(batch: dict, generator: torch.Generator, fields: Iterable[str],

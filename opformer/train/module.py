@@ -267,7 +267,9 @@ class OperatorModule(L.LightningModule):
         self._recent.append(value)
         bs = step.l2.shape[0]
         d = step.loss.to(torch.float64)
-        self._train_sums += torch.stack((d * bs, step.l2.to(torch.float64).sum(), d.new_tensor(float(bs))))
+        # torch.full_like, not new_tensor: a tensor made from a Python number is copied from the host, and on a GPU
+        # that copy makes the host wait for the device at every step
+        self._train_sums += torch.stack((d * bs, step.l2.to(torch.float64).sum(), torch.full_like(d, float(bs))))
         return True
 
     def _judge_pending(self) -> bool:

@@ -250,3 +250,41 @@ def test_a_gpu_training_run_graphs_its_steps(tiny_config, tmp_path):
                  "--no-progress"]) == 0
     used = json.loads((out / "metrics.json").read_text())["cuda_graphs"]
     assert used["given_up"] is None and used["shapes_captured"] >= 1 and used["graphed_steps"] >= 10
+
+
+@needs_cuda
+@pytest.mark.parametrize("graphs", ["true", "false"])
+def test_training_steps_do_not_make_the_host_wait_for_the_gpu(tiny_config, tmp_path, monkeypatch, graphs):
+    """From the third step of an epoch on, a training step (forward, loss, guard, backward, clipping, Adam, schedule)
+    has no host-device synchronisation: the host can queue the next step while the GPU runs this one."""
+    import lightning as L
+
+    from opformer.train import run as run_mod
+
+    class NoSync(L.Callback):
+        def __init__(self):
+            self.checked = 0
+
+        def on_train_batch_start(self, trainer, module, batch, batch_idx):
+            if batch_idx >= 2:
+                torch.cuda.set_sync_debug_mode("error")
+                self.checked += 1
+
+        def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+            torch.cuda.set_sync_debug_mode(0)
+
+    probe = NoSync()
+    build = run_mod._trainer
+
+    def with_probe(t, out, progress, callbacks, **kw):
+        return build(t, out, progress, [*callbacks, probe], **kw)
+
+    monkeypatch.setattr(run_mod, "_trainer", with_probe)
+    from opformer.cli import main
+
+    try:
+        rc = main(["train", str(tiny_config), "--out", str(tmp_path / "r"), "--epochs", "2", "--accelerator", "gpu",
+                   "--no-progress", "--cuda-graphs", graphs])
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    assert rc == 0 and probe.checked >= 4
