@@ -288,3 +288,50 @@ def test_training_steps_do_not_make_the_host_wait_for_the_gpu(tiny_config, tmp_p
     finally:
         torch.cuda.set_sync_debug_mode(0)
     assert rc == 0 and probe.checked >= 4
+
+
+@needs_cuda
+@pytest.mark.parametrize("preset", ["ns-fno", "ns-gt", "ns-scot"])
+def test_lead_time_models_train_through_graphs_on_a_gpu(ns_file, tmp_path, preset):
+    """Time-dependent models take the lead time as a third graphed input (all2all pairs, one graph per shape)."""
+    from opformer.cli import main
+
+    out = tmp_path / preset
+    assert main(["train", preset, "--data", str(ns_file), "--n-test", "4", "--n-val", "2", "--epochs", "2",
+                 "--accelerator", "gpu", "--no-progress", "--out", str(out)]) == 0
+    used = json.loads((out / "metrics.json").read_text())["cuda_graphs"]
+    assert used["given_up"] is None and used["graphed_steps"] >= 1
+
+
+@pytest.mark.parametrize("which", ["burgers", "ns"])
+def test_the_trainer_routes_training_steps_through_an_attached_runner(which, tiny_config, ns_file, tmp_path,
+                                                                     monkeypatch):
+    """The trainer's wiring, on the CPU: with the runner made to apply there (a stand-in capture that calls the
+    network), every full training batch goes through it, the lead time included, evaluation does not, and
+    metrics.json says so."""
+    import functools
+
+    from opformer.cli import main
+    from opformer.train import cuda_graphs
+
+    calls = []
+
+    def capture(model, args):
+        def run(*a):
+            calls.append(len(a))
+            return model(a[0], a[1]) if len(a) == 2 else model(a[0], a[1], lead_time=a[2])
+        return run
+
+    monkeypatch.setattr(cuda_graphs, "applies", lambda *a: None)
+    monkeypatch.setattr(cuda_graphs, "GraphedModelCall", functools.partial(
+        cuda_graphs.GraphedModelCall, capture=capture, check=lambda m, a: None, device_type="cpu"))
+    out = tmp_path / which
+    if which == "burgers":
+        args = ["train", str(tiny_config), "--epochs", "2"]
+    else:
+        args = ["train", "ns-fno", "--data", str(ns_file), "--n-test", "4", "--n-val", "2", "--epochs", "1",
+                "--width", "8"]
+    assert main([*args, "--accelerator", "cpu", "--no-progress", "--out", str(out)]) == 0
+    used = json.loads((out / "metrics.json").read_text())["cuda_graphs"]
+    assert used["given_up"] is None and used["graphed_steps"] == len(calls) > 0
+    assert set(calls) == ({2} if which == "burgers" else {3})
