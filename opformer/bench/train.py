@@ -108,11 +108,12 @@ def train_overhead(preset: str, overrides: Optional[dict] = None, *, epochs: int
     op = copy.deepcopy(operator).to(dev).train()
     sync = torch.cuda.synchronize if gpu else (lambda: None)
     opt = make_adam(op.parameters(), lr=1e-12)  # the trainer's optimizer; a tiny lr: the timing does not depend on it
-    graphs = gpu and t.cuda_graphs is not False and t.precision in ("32-true", "64-true")
-    rec["cuda_graphs"] = graphs  # the trainer graphs the network on one GPU (opformer.train.cuda_graphs): so does the
-    if graphs:  # bare step, so that the ratio compares like with like
-        from ..train.cuda_graphs import GraphedModelCall
+    from ..train.cuda_graphs import GraphedModelCall, applies
 
+    # where the trainer graphs the network (opformer.train.cuda_graphs), so does the bare step: like with like
+    graphs = t.cuda_graphs is not False and applies(gpu, 1, t.precision) is None
+    rec["cuda_graphs"] = graphs
+    if graphs:
         op.graphed_call = GraphedModelCall(op.model)
 
     def bare():

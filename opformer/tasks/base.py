@@ -62,6 +62,11 @@ class Bundle:
     info: dict = dataclasses.field(default_factory=dict)  # JSON-able facts stored with the model (e.g. the times)
 
 
+def run_network(model: nn.Module, x: Tensor, coords: Tensor, lead_time: Optional[Tensor] = None) -> Tensor:
+    """``model(x, coords)``, with ``lead_time=`` only when there is one (models without time take no such argument)."""
+    return model(x, coords) if lead_time is None else model(x, coords, lead_time=lead_time)
+
+
 class Operator(nn.Module):
     """A trained operator in physical units: ``input`` (batch, *grid, c_in) and ``coords`` (batch or 1, *grid, d)
     -> the prediction (batch, *grid_out, c_out).  The input is standardized and the output decoded with the
@@ -94,7 +99,7 @@ class Operator(nn.Module):
         graphed = self.__dict__.get("graphed_call")
         if graphed is not None:
             return graphed(x, coords, lead_time)
-        return self.model(x, coords) if lead_time is None else self.model(x, coords, lead_time=lead_time)
+        return run_network(self.model, x, coords, lead_time)
 
     def resolution_note(self, grid: tuple[int, ...]) -> Optional[str]:
         """What the model leaves out on ``grid`` (Fourier modes a coarse grid cannot hold), or None."""

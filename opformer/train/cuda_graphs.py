@@ -33,19 +33,18 @@ from typing import Callable, Optional
 import torch
 from torch import Tensor, nn
 
+from ..tasks.base import run_network
+
 
 class _Positional(nn.Module):
     """``model(x, coords[, lead_time=tau])`` as a module of positional tensors (what a graphed callable takes)."""
 
-    def __init__(self, model: nn.Module, with_lead_time: bool):
+    def __init__(self, model: nn.Module):
         super().__init__()
         self.model = model
-        self.with_lead_time = with_lead_time
 
-    def forward(self, x: Tensor, coords: Tensor, *rest: Tensor) -> Tensor:
-        if self.with_lead_time:
-            return self.model(x, coords, lead_time=rest[0])
-        return self.model(x, coords)
+    def forward(self, x: Tensor, coords: Tensor, *lead_time: Tensor) -> Tensor:
+        return run_network(self.model, x, coords, *lead_time)
 
 
 def _nothing():
@@ -65,7 +64,7 @@ def applies(accelerator_is_cuda: bool, world_size: int, precision: str) -> Optio
 
 def capture_with_torch(model: nn.Module, args: tuple, warmup: int = 3) -> Callable:
     """The graphed forward+backward of ``model`` for inputs shaped like ``args`` (torch's own capture)."""
-    wrapper = _Positional(model, with_lead_time=len(args) > 2)
+    wrapper = _Positional(model)
     static = tuple(a.detach().clone() for a in args)
     return torch.cuda.make_graphed_callables(wrapper, static, num_warmup_iters=warmup, allow_unused_input=True)
 
@@ -73,7 +72,7 @@ def capture_with_torch(model: nn.Module, args: tuple, warmup: int = 3) -> Callab
 def check_no_host_sync(model: nn.Module, args: tuple) -> None:
     """One forward and backward of ``model`` with host synchronisations turned into errors (raises on one); the
     gradients are not accumulated into the parameters."""
-    wrapper = _Positional(model, with_lead_time=len(args) > 2)
+    wrapper = _Positional(model)
     params = [p for p in model.parameters() if p.requires_grad]
     previous = torch.cuda.get_sync_debug_mode()
     torch.cuda.synchronize()
@@ -115,7 +114,7 @@ class GraphedModelCall:
 
     def _eager(self, x: Tensor, coords: Tensor, lead_time: Optional[Tensor]) -> Tensor:
         self.eager_calls += 1
-        return self.model(x, coords) if lead_time is None else self.model(x, coords, lead_time=lead_time)
+        return run_network(self.model, x, coords, lead_time)
 
     def _give_up(self, why: str) -> None:
         self.disabled = why
@@ -126,7 +125,7 @@ class GraphedModelCall:
     def __call__(self, x: Tensor, coords: Tensor, lead_time: Optional[Tensor] = None) -> Tensor:
         args = (x, coords) if lead_time is None else (x, coords, lead_time)
         if not self.model.training or not torch.is_grad_enabled():  # evaluation: never graphed, not counted
-            return self.model(x, coords) if lead_time is None else self.model(x, coords, lead_time=lead_time)
+            return run_network(self.model, x, coords, lead_time)
         if (self.disabled is not None or x.device.type != self._device_type
                 or torch.is_autocast_enabled(x.device.type)
                 or any(a.requires_grad for a in args) or not all(a.is_floating_point() for a in args[:2])):

@@ -433,8 +433,8 @@ class OperatorModule(L.LightningModule):
 
         why_not = applies(self.device.type == "cuda", self.trainer.world_size, str(self.trainer.precision))
         if why_not is None:
-            quiet = lambda msg: print(msg, flush=True) if self.trainer.is_global_zero else None  # noqa: E731
-            self.operator.graphed_call = GraphedModelCall(self.operator.model, note=quiet)
+            on_rank_zero = lambda msg: print(msg, flush=True) if self.trainer.is_global_zero else None  # noqa: E731
+            self.operator.graphed_call = GraphedModelCall(self.operator.model, note=on_rank_zero)
         elif want is True and self.trainer.is_global_zero:
             print(f"note: --cuda-graphs true has no effect: {why_not}", flush=True)
 
