@@ -62,9 +62,9 @@ def reference_model_module():
         import torch._dynamo  # noqa: F401
     except ImportError:
         pass
-    for name in _UNUSED:
-        if importlib.util.find_spec(name) is None and name not in sys.modules:
-            sys.modules[name] = _stub(name)
+    added = [name for name in _UNUSED if importlib.util.find_spec(name) is None and name not in sys.modules]
+    for name in added:
+        sys.modules[name] = _stub(name)
     if "galerkin_transformer" not in sys.modules:
         # a bare package object: its submodules import normally, its __init__ (which imports everything) is skipped
         pkg = types.ModuleType("galerkin_transformer")
@@ -72,9 +72,16 @@ def reference_model_module():
         pkg.__file__ = spec.origin
         pkg.__spec__ = spec
         sys.modules["galerkin_transformer"] = pkg
-    with warnings.catch_warnings(), _quiet():
-        warnings.simplefilter("ignore")
-        return importlib.import_module("galerkin_transformer.model")
+    try:
+        with warnings.catch_warnings(), _quiet():
+            warnings.simplefilter("ignore")
+            return importlib.import_module("galerkin_transformer.model")
+    finally:
+        # the reference has bound what it imported; other libraries must not find the stand-ins (matplotlib asks
+        # sys.modules for IPython when it draws a figure)
+        for name in added:
+            if getattr(sys.modules.get(name), "__opformer_stub__", False):
+                del sys.modules[name]
 
 
 class _quiet:

@@ -1,0 +1,165 @@
+"""Train the paper's own Burgers network in opformer's pipeline, for a side-by-side comparison with our Transformer1d.
+
+The network is ``SimpleTransformer`` of the paper's reference package (``galerkin-transformer`` 0.2.1 from PyPI, not
+a dependency of opformer), configured as its Burgers example (ex1) ran: d 96, one head, 4 layers with Ln on K and V
+(GT) or on Q and K (FT), FFN 192, the linear lift 1 -> 96, a 2-layer spectral decoder with 16 modes and width 48;
+residual and FFN dropout 0.05.  Everything else is `opformer train PRESET`: the data, splits, the loss with its H1
+term, the one-cycle schedule, the divergence guard, model selection and the test evaluation.  Only the network is
+swapped, so a difference between this run and `opformer train PRESET` with the same flags is a difference between
+the two networks.  In evaluation mode and with the same weights the two networks are the same function (to 1e-13
+in float64: tests/bench/test_reference_burgers.py); what differs is their initialisation (the reference copies one
+initialised encoder layer four times and draws its spectral weights from a much narrower Xavier-normal law) and,
+unless ``--attn-dropout-bug off``, the reference's hard-wired dropout.
+
+    pip install --no-deps galerkin-transformer==0.2.1
+    python scripts/reference_burgers.py burgers-gt --resolution 512 --out runs/ref-burgers/gt --attn-dropout-bug off
+    python scripts/reference_burgers.py burgers-gt --resolution 512 --out runs/ref-burgers/gt-init \\
+        --init-only --attn-dropout-bug off      # our network, started from the reference's initial weights
+
+``--attn-dropout-bug`` sets the reference's p = 0.5 dropout on the d x d attention matrix: ``train`` (default: in
+training only, so validation and test are deterministic), ``always`` (as the paper's runs, in evaluation too) or
+``off``.  ``--init-only`` trains *our* Transformer1d, with the reference network's initial weights copied in (its
+dropout bug does not apply then), which separates the initialisation from the rest.  Other arguments go to
+`opformer train` (--seed, --epochs, --resolution, ...).  The checkpoints of a run without ``--init-only`` hold the
+reference network: `opformer.load` cannot rebuild it (a note file in --out says so).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from opformer.bench.reference import reference_available, reference_model_module
+from opformer.tasks.base import Operator, get_task
+
+#: when the reference's hard-wired p = 0.5 attention dropout acts
+BUG_MODES = ("train", "always", "off")
+#: our attention kinds -> the reference's name for them and the tensors its attention normalizes
+KINDS = {"galerkin": "galerkin", "fourier": "fourier", "linear": "linear", "softmax": "softmax"}
+
+
+def reference_config(model_cfg: dict) -> dict:
+    """The reference ``SimpleTransformer`` config equal to our Transformer1d config ``model_cfg`` (ex1's fields)."""
+    if model_cfg.get("name") != "transformer1d":
+        raise ValueError(f"only Transformer1d presets have a reference network here, not {model_cfg.get('name')!r}")
+    if model_cfg.get("norm_scheme", "galerkin") != "galerkin":
+        raise ValueError("only the eq. (4) scheme (Ln inside the attention) is compared here")
+    kind = model_cfg.get("kind", "galerkin")
+    if kind not in KINDS:
+        raise ValueError(f"attention kind {kind!r} has no reference counterpart")
+    d = int(model_cfg["d_model"])
+    width = int(model_cfg["decoder_width"])
+    return dict(
+        node_feats=1, pos_dim=1, n_targets=1, n_hidden=d, num_feat_layers=0,
+        num_encoder_layers=int(model_cfg["num_layers"]), n_head=int(model_cfg["n_heads"]),
+        dim_feedforward=int(model_cfg["dim_feedforward"]), attention_type=KINDS[kind], feat_extract_type=None,
+        xavier_init=float(model_cfg.get("eta", 1e-2)), diagonal_weight=float(model_cfg.get("delta", 1e-2)),
+        symmetric_init=False, layer_norm=False, attn_norm=True, batch_norm=False, return_attn_weight=False,
+        return_latent=False, decoder_type="ifft", freq_dim=width, num_regressor_layers=int(model_cfg["decoder_layers"]),
+        fourier_modes=int(model_cfg["modes"]), spacial_dim=1, spacial_fc=False, dropout=0.0,
+        encoder_dropout=float(model_cfg.get("dropout", 0.0)), ffn_dropout=float(model_cfg.get("dropout", 0.0)),
+        decoder_dropout=0.0, regressor_activation=model_cfg.get("decoder_activation", "silu"), n_freq_targets=0,
+        residual_type="add", norm_type="layer", debug=False, spacial_residual=False, seq_len=None, pred_len=0,
+    )
+
+
+class ReferenceBurgers(nn.Module):
+    """The reference ``SimpleTransformer`` behind opformer's model interface: ``(x, coords) -> y`` with x (batch, n,
+    1) and coords (batch or 1, n, 1)."""
+
+    def __init__(self, model_cfg: dict, bug: str = "train"):
+        super().__init__()
+        if bug not in BUG_MODES:
+            raise ValueError(f"--attn-dropout-bug must be train, always or off, got {bug!r}")
+        self.net = reference_model_module().SimpleTransformer(**reference_config(model_cfg))
+        self.bug = bug
+        self._attn = [layer.attn for layer in self.net.encoder_layers]
+        self._flag = self._attn[0].dropout if self._attn else None  # the bug acts iff this attribute is not None
+        self.train()
+
+    def train(self, mode: bool = True):
+        super().train(mode)
+        on = self.bug == "always" or (self.bug == "train" and mode)
+        for attn in self._attn:
+            attn.dropout = self._flag if on else None
+        return self
+
+    def forward(self, x, coords):
+        pos = coords.expand(x.shape[0], *coords.shape[1:])
+        return self.net(x, None, pos, pos)["preds"]
+
+
+def ours_from_reference(ref_state: dict, num_layers: int, decoder_layers: int, d_model: int) -> dict:
+    """Our Transformer1d's state dict holding the weights of a reference ``SimpleTransformer`` state dict."""
+    out = {"lift.weight": ref_state["feat_extract.id.weight"], "lift.bias": ref_state["feat_extract.id.bias"]}
+    for i in range(num_layers):
+        r, o = f"encoder_layers.{i}.", f"encoder.layers.{i}."
+        out[o + "attn.qkv.weight"] = torch.cat([ref_state[r + f"attn.linears.{j}.weight"] for j in range(3)])
+        out[o + "attn.qkv.bias"] = torch.cat([ref_state[r + f"attn.linears.{j}.bias"] for j in range(3)])
+        for ours_name, ref_name in (("k", "norm_K"), ("v", "norm_V"), ("q", "norm_Q")):
+            key = r + f"attn.{ref_name}.0.weight"
+            if key in ref_state:  # one head: one layer norm over the d features
+                out[o + f"attn.norms.{ours_name}.weight"] = ref_state[key].reshape(1, 1, d_model)
+                out[o + f"attn.norms.{ours_name}.bias"] = ref_state[r + f"attn.{ref_name}.0.bias"].reshape(1, 1, d_model)
+        out[o + "attn.out_proj.weight"] = ref_state[r + "attn.fc.weight"]
+        out[o + "attn.out_proj.bias"] = ref_state[r + "attn.fc.bias"]
+        out[o + "ffn.net.0.weight"], out[o + "ffn.net.0.bias"] = ref_state[r + "ff.lr1.weight"], ref_state[r + "ff.lr1.bias"]
+        out[o + "ffn.net.3.weight"], out[o + "ffn.net.3.bias"] = ref_state[r + "ff.lr2.weight"], ref_state[r + "ff.lr2.bias"]
+    for j in range(decoder_layers):
+        r = f"regressor.spectral_conv.{j}."
+        out[f"decoder.layers.{j}.weight"] = ref_state[r + "fourier_weight"]
+        out[f"decoder.layers.{j}.linear.weight"] = ref_state[r + "linear.weight"]
+        out[f"decoder.layers.{j}.linear.bias"] = ref_state[r + "linear.bias"]
+    for j in (0, 2):
+        out[f"decoder.head.{j}.weight"] = ref_state[f"regressor.regressor.{j}.weight"]
+        out[f"decoder.head.{j}.bias"] = ref_state[f"regressor.regressor.{j}.bias"]
+    return out
+
+
+def main(argv: list[str]) -> int:
+    if not reference_available():
+        print("error: the reference package is not installed: pip install --no-deps galerkin-transformer==0.2.1",
+              file=sys.stderr)
+        return 2
+    parser = argparse.ArgumentParser(prog="reference_burgers.py", allow_abbrev=False,
+                                     description="the rest of the arguments go to `opformer train`")
+    parser.add_argument("--attn-dropout-bug", default="train", choices=BUG_MODES)
+    parser.add_argument("--init-only", action="store_true",
+                        help="train our network from the reference network's initial weights")
+    parser.add_argument("--out")
+    args, rest = parser.parse_known_args(argv)
+    bug = args.attn_dropout_bug
+    task = get_task("burgers")
+    if task is None:
+        print("error: the burgers task is not registered", file=sys.stderr)
+        return 2
+
+    def build_operator(model_cfg, normalizers, options):
+        ref = ReferenceBurgers(model_cfg, bug)
+        if not args.init_only:
+            net = ref
+        else:
+            from opformer.models import build_model
+
+            net = build_model(model_cfg)
+            net.load_state_dict(ours_from_reference(ref.net.state_dict(), int(model_cfg["num_layers"]),
+                                                    int(model_cfg["decoder_layers"]), int(model_cfg["d_model"])))
+        return Operator(net, normalizers.get("input"), normalizers.get("target"))
+
+    task.build_operator = build_operator  # this process only: every other part of the run is opformer's
+    from opformer.cli import main as cli_main
+
+    rc = cli_main(["train", *rest, *(["--out", args.out] if args.out else [])])
+    if rc == 0 and args.out and not args.init_only:
+        (Path(args.out) / "REFERENCE_NETWORK.txt").write_text(
+            "The checkpoints here hold the reference package's SimpleTransformer, trained by "
+            f"scripts/reference_burgers.py (attention-dropout bug: {bug}); opformer.load cannot rebuild it.\n")
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,86 @@
+"""scripts/reference_burgers.py: the paper's own Burgers network behind opformer's model interface, and the weight
+map that makes our Transformer1d the same function.
+
+Runs only where the optional reference package is installed (pip install --no-deps galerkin-transformer==0.2.1)."""
+
+import pytest
+import torch
+
+from opformer.bench.reference import reference_available
+from opformer.models import build_model
+from opformer.models.presets import PAPER_PARAMETERS, model_preset
+from opformer.models.registry import count_parameters
+
+from ..conftest import load_script
+
+pytestmark = pytest.mark.skipif(not reference_available(), reason="the reference package is not installed")
+
+
+def _script():
+    return load_script("reference_burgers")
+
+
+def _coords(n, dtype=torch.float32):
+    return torch.linspace(0, 1, n, dtype=dtype).view(1, n, 1)
+
+
+def test_the_reference_network_has_the_paper_parameter_count_and_ours_the_same():
+    net = _script().ReferenceBurgers(model_preset("burgers-gt"))
+    assert count_parameters(net) == PAPER_PARAMETERS["burgers"][0] == count_parameters(build_model(model_preset("burgers-gt")))
+
+
+@pytest.mark.parametrize("preset", ["burgers-gt", "burgers-ft"])
+def test_with_the_same_weights_ours_is_the_reference_function(preset):
+    """Eval mode, float64, every weight perturbed away from the near-identity initialisation: the outputs agree to
+    round-off, so a difference in training between the two networks can only come from their initial weights or
+    their dropout."""
+    mod = _script()
+    cfg = model_preset(preset)
+    torch.manual_seed(0)
+    ref = mod.ReferenceBurgers(cfg, "off").double().eval()
+    with torch.no_grad():
+        for p in ref.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    ours = build_model(cfg).double().eval()
+    ours.load_state_dict(mod.ours_from_reference(ref.net.state_dict(), cfg["num_layers"], cfg["decoder_layers"],
+                                                 cfg["d_model"]))
+    x = torch.randn(3, 200, 1, dtype=torch.float64)
+    with torch.no_grad():
+        y_ref, y = ref(x, _coords(200, torch.float64)), ours(x, _coords(200, torch.float64))
+    assert y.shape == y_ref.shape == (3, 200, 1)
+    assert (y - y_ref).abs().max() <= 1e-11 * y_ref.abs().max()
+    # and a different weight somewhere does change it (the comparison can fail)
+    with torch.no_grad():
+        ours.encoder.layers[2].attn.qkv.weight[5, 7] += 0.5
+        assert (ours(x, _coords(200, torch.float64)) - y_ref).abs().max() > 1e-6 * y_ref.abs().max()
+
+
+def test_the_reference_initialisation_differs_from_ours_where_the_docstring_says():
+    """The reference copies one initialised encoder layer to every layer; ours draws each layer afresh."""
+    torch.manual_seed(0)
+    ref = _script().ReferenceBurgers(model_preset("burgers-gt"), "off").net
+    layers = ref.encoder_layers
+    assert torch.equal(layers[0].ff.lr1.weight, layers[3].ff.lr1.weight)
+    ours = build_model(model_preset("burgers-gt"))
+    assert not torch.equal(ours.encoder.layers[0].ffn.net[0].weight, ours.encoder.layers[3].ffn.net[0].weight)
+
+
+def test_the_attention_dropout_bug_modes():
+    mod = _script()
+    torch.manual_seed(0)
+    x = torch.randn(2, 64, 1)
+    cfg = dict(model_preset("burgers-gt"), dropout=0.0)
+    with torch.no_grad():
+        net = mod.ReferenceBurgers(cfg, "train")
+        net.eval()
+        assert torch.equal(net(x, _coords(64)), net(x, _coords(64)))
+        net.train()
+        assert not torch.equal(net(x, _coords(64)), net(x, _coords(64)))
+        always = mod.ReferenceBurgers(cfg, "always").eval()
+        assert not torch.equal(always(x, _coords(64)), always(x, _coords(64)))
+        off = mod.ReferenceBurgers(cfg, "off")  # training mode, every dropout rate 0
+        assert torch.equal(off(x, _coords(64)), off(x, _coords(64)))
+    with pytest.raises(ValueError, match="train, always or off"):
+        mod.ReferenceBurgers(cfg, "sometimes")
+    with pytest.raises(ValueError, match="Transformer1d"):
+        mod.reference_config(model_preset("burgers-fno"))
