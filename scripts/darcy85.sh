@@ -19,6 +19,7 @@
 #   RUNS="ref-gt ref-gt-ourdrop ref-l0" bash scripts/darcy85.sh   # the paper's own network in our pipeline (needs
 #       pip install --no-deps galerkin-transformer==0.2.1; run only when named, see scripts/reference_darcy.py)
 #   OUT=runs/d85-s2 RUNS="ref-gt-ourdrop" bash scripts/darcy85.sh --seed 2   # its seeds (2, 3)
+#   RUNS="ft-qk ref-ft-qk" bash scripts/darcy85.sh --threads 1   # the eq. 4 FT: ours and the paper's network
 #   RUNS="inv-ft-eps0 inv-ft-eps0.01 inv-gt-eps0.01-postln inv-gt-eps0-postln inv-fno-eps0.01 inv-fno-eps0" \
 #       bash scripts/darcy85.sh                                           # the inverse table (Table 3, reduced)
 #   OUT=runs/d85-s2 RUNS="inv-gt-eps0.01-postln" bash scripts/darcy85.sh --seed 2   # its seeds (2, 3)
@@ -47,10 +48,11 @@ run() {  # name preset flags...
   case " ${RUNS:-$name} " in *" $name "*) ;; *) return 0 ;; esac
   opformer train "$preset" --out "$OUT/$name" --no-progress "$@" "${EXTRA[@]}"
 }
-ref() {  # name flags...: the reference package's network (scripts/reference_darcy.py), only when named in RUNS
-  local name=$1; shift
+ref() {  # name preset flags...: the reference package's network (scripts/reference_darcy.py) in the pipeline of
+  # `opformer train preset` (its training settings; of its model only the attention grid), only when named in RUNS
+  local name=$1 preset=$2; shift 2
   case " ${RUNS:-} " in *" $name "*) ;; *) return 0 ;; esac
-  python "$(dirname "$0")/reference_darcy.py" darcy-gt-cpu --out "$OUT/$name" --no-progress "${ONE_RATE[@]}" "$@" \
+  python "$(dirname "$0")/reference_darcy.py" "$preset" --out "$OUT/$name" --no-progress "${ONE_RATE[@]}" "$@" \
     "${EXTRA[@]}"
 }
 EXTRA=("$@")
@@ -97,9 +99,9 @@ run inv-ft-eps0.1  darcy-inverse-ft-cpu --noise 0.1 --adam-beta2 0.999
 run inv-gt-eps0.1-postln-beta2-0.98 darcy-inverse-gt-cpu --noise 0.1 --norm-scheme regular --adam-beta2 0.98
 run inv-ft-eps0.1-beta2-0.98 darcy-inverse-ft-cpu --noise 0.1 --adam-beta2 0.98
 run inv-ft-eps0-beta2-0.98 darcy-inverse-ft-cpu --noise 0 --adam-beta2 0.98
-ref ref-gt
-ref ref-gt-ourdrop --attn-dropout-bug off --reference ffn_dropout=0.05
-ref ref-l0         --attn-dropout-bug off --reference num_encoder_layers=0
+ref ref-gt         darcy-gt-cpu
+ref ref-gt-ourdrop darcy-gt-cpu --attn-dropout-bug off --reference ffn_dropout=0.05
+ref ref-l0         darcy-gt-cpu --attn-dropout-bug off --reference num_encoder_layers=0
 run gt-dec4        darcy-gt-cpu --decoder-layers 4 "${ONE_RATE[@]}"
 run gt-dec4-l3     darcy-gt-cpu --decoder-layers 4 --num-layers 3 "${ONE_RATE[@]}"
 run gt-enclr0.25   darcy-gt-cpu --lr-scale encoder=0.25
@@ -110,6 +112,10 @@ run ft-lr1e-3-enclr0.1 darcy-ft-cpu "${FT_BEFORE[@]}" --lr 1e-3 --lr-scale encod
 # FT with the Ln inside the attention (on Q,K, eq. 4) instead of the preset's regular post-LN (eq. 7): post-LN kept the GT
 # on its plateau at this budget (gt-postln above)
 run ft-qk          darcy-ft-cpu "${FT_BEFORE[@]}" --norm-scheme galerkin
+# the paper's own network as the paper's Darcy FT (Fourier-type attention, Ln on Q,K: eq. 4) in the pipeline of the row
+# above, with its dropouts (0.05; the p = 0.5 attention dropout off): does the reference's eq. 4 FT learn here?
+ref ref-ft-qk      darcy-ft-cpu "${FT_BEFORE[@]}" --attn-dropout-bug off --reference attention_type=fourier \
+    --reference ffn_dropout=0.05
 run ft-qk-enclr0.1 darcy-ft-cpu "${FT_BEFORE[@]}" --norm-scheme galerkin --lr-scale encoder=0.1
 run ft-qk-lr1e-3-enclr0.1 darcy-ft-cpu "${FT_BEFORE[@]}" --norm-scheme galerkin --lr 1e-3 --lr-scale encoder=0.1
 # FT, the regular post-LN preset: the Q/K/V projections at full strength from the start (plain Xavier), and the small-grid
