@@ -26,19 +26,15 @@ reference network: `opformer.load` cannot rebuild it (a note file in --out says 
 
 from __future__ import annotations
 
-import argparse
 import sys
-from pathlib import Path
 
 import torch
-from torch import nn
 
-from opformer.bench.reference import reference_available, reference_model_module
-from opformer.tasks.base import Operator, get_task
+from opformer.bench.reference import (ReferenceNetwork, reference_available, pipeline_parser, reference_model_module,
+                                      train_in_pipeline)
+from opformer.tasks.base import Operator
 
-#: when the reference's hard-wired p = 0.5 attention dropout acts
-BUG_MODES = ("train", "always", "off")
-#: our attention kinds -> the reference's name for them and the tensors its attention normalizes
+#: our attention kinds -> the reference's names for them
 KINDS = {"galerkin": "galerkin", "fourier": "fourier", "linear": "linear", "softmax": "softmax"}
 
 
@@ -67,26 +63,13 @@ def reference_config(model_cfg: dict) -> dict:
     )
 
 
-class ReferenceBurgers(nn.Module):
+class ReferenceBurgers(ReferenceNetwork):
     """The reference ``SimpleTransformer`` behind opformer's model interface: ``(x, coords) -> y`` with x (batch, n,
     1) and coords (batch or 1, n, 1)."""
 
     def __init__(self, model_cfg: dict, bug: str = "train"):
-        super().__init__()
-        if bug not in BUG_MODES:
-            raise ValueError(f"--attn-dropout-bug must be train, always or off, got {bug!r}")
-        self.net = reference_model_module().SimpleTransformer(**reference_config(model_cfg))
-        self.bug = bug
-        self._attn = [layer.attn for layer in self.net.encoder_layers]
-        self._flag = self._attn[0].dropout if self._attn else None  # the bug acts iff this attribute is not None
-        self.train()
-
-    def train(self, mode: bool = True):
-        super().train(mode)
-        on = self.bug == "always" or (self.bug == "train" and mode)
-        for attn in self._attn:
-            attn.dropout = self._flag if on else None
-        return self
+        super().__init__(bug)
+        self._attach(reference_model_module().SimpleTransformer(**reference_config(model_cfg)))
 
     def forward(self, x, coords):
         pos = coords.expand(x.shape[0], *coords.shape[1:])
@@ -125,18 +108,11 @@ def main(argv: list[str]) -> int:
         print("error: the reference package is not installed: pip install --no-deps galerkin-transformer==0.2.1",
               file=sys.stderr)
         return 2
-    parser = argparse.ArgumentParser(prog="reference_burgers.py", allow_abbrev=False,
-                                     description="the rest of the arguments go to `opformer train`")
-    parser.add_argument("--attn-dropout-bug", default="train", choices=BUG_MODES)
+    parser = pipeline_parser("reference_burgers.py")
     parser.add_argument("--init-only", action="store_true",
                         help="train our network from the reference network's initial weights")
-    parser.add_argument("--out")
     args, rest = parser.parse_known_args(argv)
     bug = args.attn_dropout_bug
-    task = get_task("burgers")
-    if task is None:
-        print("error: the burgers task is not registered", file=sys.stderr)
-        return 2
 
     def build_operator(model_cfg, normalizers, options):
         ref = ReferenceBurgers(model_cfg, bug)
@@ -150,15 +126,10 @@ def main(argv: list[str]) -> int:
                                                     int(model_cfg["decoder_layers"]), int(model_cfg["d_model"])))
         return Operator(net, normalizers.get("input"), normalizers.get("target"))
 
-    task.build_operator = build_operator  # this process only: every other part of the run is opformer's
-    from opformer.cli import main as cli_main
-
-    rc = cli_main(["train", *rest, *(["--out", args.out] if args.out else [])])
-    if rc == 0 and args.out and not args.init_only:
-        (Path(args.out) / "REFERENCE_NETWORK.txt").write_text(
-            "The checkpoints here hold the reference package's SimpleTransformer, trained by "
-            f"scripts/reference_burgers.py (attention-dropout bug: {bug}); opformer.load cannot rebuild it.\n")
-    return rc
+    note = "" if args.init_only else (
+        "The checkpoints here hold the reference package's SimpleTransformer, trained by "
+        f"scripts/reference_burgers.py (attention-dropout bug: {bug}); opformer.load cannot rebuild it.")
+    return train_in_pipeline("burgers", build_operator, rest, args.out, note)
 
 
 if __name__ == "__main__":

@@ -23,35 +23,29 @@ checkpoints in --out hold the reference network: `opformer.load` cannot rebuild 
 
 from __future__ import annotations
 
-import argparse
 import sys
-from pathlib import Path
 
 import yaml
-from torch import nn
 
-from opformer.bench.reference import reference_available, reference_model_module
+from opformer.bench.reference import (ReferenceNetwork, reference_available, pipeline_parser, reference_model_module,
+                                      train_in_pipeline)
 from opformer.models.registry import default_coords
-from opformer.tasks.base import Operator, get_task
+from opformer.tasks.base import Operator
 
 # (fine grid, attention grid) -> the scale factor the reference's Darcy data set computes for its CiNN scalers
 # (`DarcyDataset.get_scaler_sizes`, values checked by running it); the upscaler's middle grid is round(n_f * f) - 1
 SCALE_FACTORS = {(85, 29): 0.59, (141, 43): 0.555, (211, 61): 0.54, (141, 71): 0.71}
-#: when the reference's hard-wired p = 0.5 attention dropout acts
-BUG_MODES = ("train", "always", "off")
 
 
-class ReferenceDarcy(nn.Module):
+class ReferenceDarcy(ReferenceNetwork):
     """The reference ``FourierTransformer2D`` behind opformer's model interface: ``(x, coords) -> y`` with x the
     standardized coefficient (batch, n, n, 1) and coords the fine grid (batch or 1, n, n, 2); y is standardized
     (the Operator decodes it and zeroes the boundary ring)."""
 
     def __init__(self, n_fine: int, n_coarse: int, bug: str = "train", **overrides):
-        super().__init__()
+        super().__init__(bug)
         if (n_fine, n_coarse) not in SCALE_FACTORS:
             raise ValueError(f"fine/attention grid {n_fine}/{n_coarse} not one of {sorted(SCALE_FACTORS)}")
-        if bug not in BUG_MODES:
-            raise ValueError(f"--attn-dropout-bug must be train, always or off, got {bug!r}")
         f = SCALE_FACTORS[(n_fine, n_coarse)]
         mid = round(n_fine * f) - 1
         cfg = dict(
@@ -70,19 +64,8 @@ class ReferenceDarcy(nn.Module):
         if unknown:
             raise ValueError(f"--reference: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(cfg))}")
         cfg.update(overrides)
-        self.net = reference_model_module().FourierTransformer2D(**cfg)
-        self.bug = bug
-        self._attn = [layer.attn for layer in self.net.encoder_layers]
-        self._flag = self._attn[0].dropout if self._attn else None  # the reference applies its p = 0.5 dropout iff this is not None
         self.register_buffer("pos", default_coords(n_coarse, 2).reshape(1, -1, 2), persistent=False)
-        self.train()
-
-    def train(self, mode: bool = True):
-        super().train(mode)
-        on = self.bug == "always" or (self.bug == "train" and mode)
-        for attn in self._attn:
-            attn.dropout = self._flag if on else None
-        return self
+        self._attach(reference_model_module().FourierTransformer2D(**cfg))
 
     def forward(self, x, coords):
         b = x.shape[0]
@@ -95,11 +78,8 @@ def main(argv: list[str]) -> int:
         print("error: the reference package is not installed: pip install --no-deps galerkin-transformer==0.2.1",
               file=sys.stderr)
         return 2
-    parser = argparse.ArgumentParser(prog="reference_darcy.py", allow_abbrev=False,
-                                     description="the rest of the arguments go to `opformer train`")
-    parser.add_argument("--attn-dropout-bug", default="train", choices=BUG_MODES)
+    parser = pipeline_parser("reference_darcy.py")
     parser.add_argument("--reference", action="append", default=[], metavar="KEY=VALUE")
-    parser.add_argument("--out")
     args, rest = parser.parse_known_args(argv)
     overrides = {}
     for item in args.reference:
@@ -108,23 +88,16 @@ def main(argv: list[str]) -> int:
         key, text = item.split("=", 1)
         overrides[key] = yaml.safe_load(text)
     bug = args.attn_dropout_bug
-    task = get_task("darcy")
 
     def build_operator(model_cfg, normalizers, options):
         n_fine = int(normalizers["input"].mean.shape[0])
         net = ReferenceDarcy(n_fine, int(model_cfg["coarse_size"]), bug, **overrides)
         return Operator(net, normalizers.get("input"), normalizers.get("target"), zero_boundary=True)
 
-    task.build_operator = build_operator  # this process only: every other part of the run is opformer's
-    from opformer.cli import main as cli_main
-
-    rc = cli_main(["train", *rest, *(["--out", args.out] if args.out else [])])
-    if rc == 0 and args.out:
-        (Path(args.out) / "REFERENCE_NETWORK.txt").write_text(
-            "The checkpoints here hold the reference package's FourierTransformer2D, trained by "
-            f"scripts/reference_darcy.py (attention-dropout bug: {bug}, changes: {overrides or 'none'}); "
-            "opformer.load cannot rebuild it.\n")
-    return rc
+    return train_in_pipeline("darcy", build_operator, rest, args.out,
+                             "The checkpoints here hold the reference package's FourierTransformer2D, trained by "
+                             f"scripts/reference_darcy.py (attention-dropout bug: {bug}, changes: "
+                             f"{overrides or 'none'}); opformer.load cannot rebuild it.")
 
 
 if __name__ == "__main__":

@@ -15,7 +15,10 @@ import sys
 import types
 import warnings
 
-__all__ = ["reference_available", "reference_model_module", "reference_layer_class", "make_reference_layer"]
+from torch import nn
+
+__all__ = ["reference_available", "reference_model_module", "reference_layer_class", "make_reference_layer",
+           "ATTN_DROPOUT_BUG_MODES", "ReferenceNetwork", "train_in_pipeline", "pipeline_parser"]
 
 # modules the reference imports at top level but never uses for SimpleTransformerEncoderLayer
 _UNUSED = ("psutil", "pandas", "torchinfo", "seaborn", "IPython")
@@ -117,3 +120,62 @@ def make_reference_layer(
     if not attn_dropout_bug:
         layer.attn.dropout = None  # the reference applies F.dropout(p=0.5) iff this attribute is not None
     return layer
+
+
+#: when the reference's hard-wired p = 0.5 attention dropout acts: in training only (evaluation deterministic), always
+#: (as the paper's runs, in evaluation too) or never
+ATTN_DROPOUT_BUG_MODES = ("train", "always", "off")
+
+
+class ReferenceNetwork(nn.Module):
+    """Base of a reference network put behind opformer's model interface (``self.net``, set by :meth:`_attach`): its
+    hard-wired p = 0.5 attention dropout acts as ``bug`` says, one of :data:`ATTN_DROPOUT_BUG_MODES`."""
+
+    def __init__(self, bug: str = "train"):
+        if bug not in ATTN_DROPOUT_BUG_MODES:
+            raise ValueError(f"--attn-dropout-bug must be train, always or off, got {bug!r}")
+        super().__init__()
+        self.bug = bug
+
+    def _attach(self, net) -> None:
+        self.net = net
+        self._attn = [layer.attn for layer in net.encoder_layers]
+        # the reference applies its p = 0.5 dropout iff this attribute is not None
+        self._flag = self._attn[0].dropout if self._attn else None
+        self.train()
+
+    def train(self, mode: bool = True):
+        super().train(mode)
+        on = self.bug == "always" or (self.bug == "train" and mode)
+        for attn in getattr(self, "_attn", ()):
+            attn.dropout = self._flag if on else None
+        return self
+
+
+def train_in_pipeline(task_name: str, build_operator, train_args: list, out, note: str) -> int:
+    """``opformer train *train_args [--out out]`` with the task's network replaced by ``build_operator`` (in this
+    process only: data, loss, schedule, guard, selection and evaluation stay opformer's); ``note`` goes to
+    ``out/REFERENCE_NETWORK.txt`` after a successful run (empty: no file)."""
+    from pathlib import Path
+
+    from opformer.cli import main as cli_main
+    from opformer.tasks.base import get_task
+
+    task = get_task(task_name)
+    task.build_operator = build_operator
+    rc = cli_main(["train", *train_args, *(["--out", str(out)] if out else [])])
+    if rc == 0 and out and note:
+        (Path(out) / "REFERENCE_NETWORK.txt").write_text(note + "\n")
+    return rc
+
+
+def pipeline_parser(prog: str):
+    """The options every script that trains a reference network in opformer's pipeline takes (``--attn-dropout-bug``,
+    ``--out``); the arguments it does not know go to `opformer train` (``parse_known_args``)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog=prog, allow_abbrev=False,
+                                     description="the rest of the arguments go to `opformer train`")
+    parser.add_argument("--attn-dropout-bug", default="train", choices=ATTN_DROPOUT_BUG_MODES)
+    parser.add_argument("--out")
+    return parser
