@@ -34,8 +34,8 @@ from opformer.bench.reference import (ReferenceNetwork, reference_available, pip
                                       train_in_pipeline)
 from opformer.tasks.base import Operator
 
-#: our attention kinds -> the reference's names for them
-KINDS = {"galerkin": "galerkin", "fourier": "fourier", "linear": "linear", "softmax": "softmax"}
+#: the attention kinds the reference has, under the same names as ours
+KINDS = ("galerkin", "fourier", "linear", "softmax")
 
 
 def reference_config(model_cfg: dict) -> dict:
@@ -52,7 +52,7 @@ def reference_config(model_cfg: dict) -> dict:
     return dict(
         node_feats=1, pos_dim=1, n_targets=1, n_hidden=d, num_feat_layers=0,
         num_encoder_layers=int(model_cfg["num_layers"]), n_head=int(model_cfg["n_heads"]),
-        dim_feedforward=int(model_cfg["dim_feedforward"]), attention_type=KINDS[kind], feat_extract_type=None,
+        dim_feedforward=int(model_cfg["dim_feedforward"]), attention_type=kind, feat_extract_type=None,
         xavier_init=float(model_cfg.get("eta", 1e-2)), diagonal_weight=float(model_cfg.get("delta", 1e-2)),
         symmetric_init=False, layer_norm=False, attn_norm=True, batch_norm=False, return_attn_weight=False,
         return_latent=False, decoder_type="ifft", freq_dim=width, num_regressor_layers=int(model_cfg["decoder_layers"]),
@@ -76,8 +76,11 @@ class ReferenceBurgers(ReferenceNetwork):
         return self.net(x, None, pos, pos)["preds"]
 
 
-def ours_from_reference(ref_state: dict, num_layers: int, decoder_layers: int, d_model: int) -> dict:
-    """Our Transformer1d's state dict holding the weights of a reference ``SimpleTransformer`` state dict."""
+def ours_from_reference(ref_state: dict, model_cfg: dict) -> dict:
+    """Our Transformer1d's state dict (for ``model_cfg``) holding the weights of a reference ``SimpleTransformer``
+    state dict."""
+    num_layers, decoder_layers = int(model_cfg["num_layers"]), int(model_cfg["decoder_layers"])
+    d_model = int(model_cfg["d_model"])
     out = {"lift.weight": ref_state["feat_extract.id.weight"], "lift.bias": ref_state["feat_extract.id.bias"]}
     for i in range(num_layers):
         r, o = f"encoder_layers.{i}.", f"encoder.layers.{i}."
@@ -122,8 +125,7 @@ def main(argv: list[str]) -> int:
             from opformer.models import build_model
 
             net = build_model(model_cfg)
-            net.load_state_dict(ours_from_reference(ref.net.state_dict(), int(model_cfg["num_layers"]),
-                                                    int(model_cfg["decoder_layers"]), int(model_cfg["d_model"])))
+            net.load_state_dict(ours_from_reference(ref.net.state_dict(), model_cfg))
         return Operator(net, normalizers.get("input"), normalizers.get("target"))
 
     note = "" if args.init_only else (

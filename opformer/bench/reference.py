@@ -136,6 +136,7 @@ class ReferenceNetwork(nn.Module):
             raise ValueError(f"--attn-dropout-bug must be train, always or off, got {bug!r}")
         super().__init__()
         self.bug = bug
+        self._attn = []  # the reference's attention modules, once attached
 
     def _attach(self, net) -> None:
         self.net = net
@@ -147,7 +148,7 @@ class ReferenceNetwork(nn.Module):
     def train(self, mode: bool = True):
         super().train(mode)
         on = self.bug == "always" or (self.bug == "train" and mode)
-        for attn in getattr(self, "_attn", ()):
+        for attn in self._attn:
             attn.dropout = self._flag if on else None
         return self
 

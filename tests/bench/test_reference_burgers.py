@@ -42,8 +42,7 @@ def test_with_the_same_weights_ours_is_the_reference_function(preset):
         for p in ref.parameters():
             p.add_(0.1 * torch.randn_like(p))
     ours = build_model(cfg).double().eval()
-    ours.load_state_dict(mod.ours_from_reference(ref.net.state_dict(), cfg["num_layers"], cfg["decoder_layers"],
-                                                 cfg["d_model"]))
+    ours.load_state_dict(mod.ours_from_reference(ref.net.state_dict(), cfg))
     x = torch.randn(3, 200, 1, dtype=torch.float64)
     with torch.no_grad():
         y_ref, y = ref(x, _coords(200, torch.float64)), ours(x, _coords(200, torch.float64))
