@@ -91,10 +91,13 @@ def relative_offsets(m: int, dtype=torch.float32, device=None) -> Tensor:
 
 
 def _relative_index(m: int, device=None) -> Tensor:
-    """(m*m, m*m) index into the rows of :func:`relative_offsets` of the offset between tokens i and j of a window."""
-    coords = torch.stack(torch.meshgrid(torch.arange(m), torch.arange(m), indexing="ij")).reshape(2, -1)
+    """(m*m, m*m) index into the rows of :func:`relative_offsets` of the offset between tokens i and j of a window.
+    Built on ``device`` itself: a copy from the host would make every training step wait for the GPU (and keep the
+    step out of a CUDA graph)."""
+    r = torch.arange(m, device=device)
+    coords = torch.stack(torch.meshgrid(r, r, indexing="ij")).reshape(2, -1)
     rel = coords[:, :, None] - coords[:, None, :] + (m - 1)  # (2, m*m, m*m), in [0, 2m-2]
-    return (rel[0] * (2 * m - 1) + rel[1]).to(device)
+    return rel[0] * (2 * m - 1) + rel[1]
 
 
 class ContinuousPositionBias(nn.Module):
