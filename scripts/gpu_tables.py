@@ -140,6 +140,18 @@ def restore_run(name: str, parts: list[Path]) -> None:
         tf.extractall(run, filter="data")
 
 
+def _data_cpus(workers: int):
+    """A pre-exec hook that keeps the data generation on the first ``workers`` CPUs the process may use, or None when
+    there are no more CPUs than that.  The CPUs left over are the ones a benchmark run meanwhile should be given
+    (benchmarks/gpu_session.sh does): a launch-bound GPU step measured on CPUs busy with the solver measures the
+    contention, not the step."""
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    if len(cpus) <= workers:
+        return None
+    keep = set(cpus[:workers])
+    return lambda: os.sched_setaffinity(0, keep)
+
+
 def _launch(name: str, epochs: int | None, args, resume: bool = False) -> subprocess.Popen:
     cmd = ["opformer", "train", *RUNS[name][1], "--out", str(ROOT / name), "--no-progress", "--threads",
            str(args.threads), "--accelerator", args.accelerator, "--resume" if resume else "--overwrite",
@@ -190,7 +202,8 @@ def supervise(args) -> None:
 
     for g in groups:
         prep = subprocess.run(["opformer", "data", "prepare", *GROUP_PRESETS[g], "--workers", str(args.workers)],
-                              stdout=open(ROOT / f"data-{g}.log", "w"), stderr=subprocess.STDOUT)
+                              stdout=open(ROOT / f"data-{g}.log", "w"), stderr=subprocess.STDOUT,
+                              preexec_fn=_data_cpus(args.workers))
         if prep.returncode != 0:
             state["notes"].append(f"data for {g} failed: see {ROOT}/data-{g}.log")
             for n in args.runs:

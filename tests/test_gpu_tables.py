@@ -1,7 +1,11 @@
 """scripts/gpu_tables.py: an unfinished run's resume files go out in pieces small enough to come back from a lease,
-and come back together byte for byte on the next machine; a missing piece or an entry outside the run is refused."""
+and come back together byte for byte on the next machine; a missing piece or an entry outside the run is refused;
+the data generation keeps to its CPUs."""
 
 import io
+import os
+import subprocess
+import sys
 import tarfile
 
 import pytest
@@ -62,3 +66,18 @@ def test_an_entry_outside_the_run_is_refused(tmp_path, monkeypatch):
     with pytest.raises(SystemExit, match="unexpected entry"):
         mod.restore_run("x", [part])
     assert not (tmp_path / "outside.txt").exists() and not (tmp_path / "machine2" / "outside.txt").exists()
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="no CPU affinity on this platform")
+def test_the_data_generation_keeps_to_its_workers_cpus():
+    """With more CPUs than workers the data processes get the first ``workers`` of them (the rest are for a
+    benchmark meanwhile); with no more, nothing is pinned."""
+    gt = load_script("gpu_tables")
+    cpus = sorted(os.sched_getaffinity(0))
+    assert gt._data_cpus(len(cpus)) is None
+    if len(cpus) < 2:
+        pytest.skip("one CPU: nothing to split")
+    hook = gt._data_cpus(1)
+    out = subprocess.run([sys.executable, "-c", "import os; print(sorted(os.sched_getaffinity(0)))"],
+                         preexec_fn=hook, capture_output=True, text=True, check=True).stdout
+    assert out.strip() == str(cpus[:1])
