@@ -54,6 +54,31 @@ def test_with_the_same_weights_ours_is_the_reference_function(preset):
         assert (ours(x, _coords(200, torch.float64)) - y_ref).abs().max() > 1e-6 * y_ref.abs().max()
 
 
+@pytest.mark.parametrize("preset", ["burgers-gt", "burgers-ft"])
+def test_in_training_mode_the_gradients_are_the_reference_ones(preset):
+    """Training mode (dropout rates 0), float64, the same perturbed weights: every parameter's gradient of the same
+    loss agrees to round-off, so the two networks take the same optimizer steps from the same start."""
+    mod = _script()
+    cfg = dict(model_preset(preset), dropout=0.0)
+    torch.manual_seed(1)
+    ref = mod.ReferenceBurgers(cfg, "off").double().train()
+    with torch.no_grad():
+        for p in ref.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    ours = build_model(cfg).double().train()
+    ours.load_state_dict(mod.ours_from_reference(ref.net.state_dict(), cfg))
+    x, c = torch.randn(3, 128, 1, dtype=torch.float64), _coords(128, torch.float64)
+    target = torch.randn(3, 128, 1, dtype=torch.float64)
+    (ref(x, c) - target).pow(2).sum().backward()
+    (ours(x, c) - target).pow(2).sum().backward()
+    ref_grads = mod.ours_from_reference({k: p.grad for k, p in ref.net.named_parameters()}, cfg)
+    ours_grads = dict(ours.named_parameters())
+    assert set(ref_grads) == set(ours_grads)
+    for name, g_ref in ref_grads.items():
+        g = ours_grads[name].grad
+        assert (g - g_ref).abs().max() <= 1e-10 * g_ref.abs().max() + 1e-300, name
+
+
 def test_the_reference_initialisation_differs_from_ours_where_the_docstring_says():
     """The reference copies one initialised encoder layer to every layer; ours draws each layer afresh."""
     torch.manual_seed(0)
