@@ -46,8 +46,10 @@ start)
     timeout 150 opformer train burgers-quick --accelerator gpu --epochs 2 --out /tmp/smoke --no-progress --overwrite \
       2>&1 | grep -v Warning | tail -8
     log "smoke: the CUDA tests"
+    # the CUDA-graph tests train every kind of model on the GPU (40 s on an H100; they found scOT's host copy)
     timeout 180 python3 -m pytest -q -p no:cacheprovider tests/pde/test_navier_stokes.py tests/nn/test_attention.py \
       -k gpu 2>&1 | tail -3
+    timeout 120 python3 -m pytest -q -p no:cacheprovider tests/train/test_cuda_graphs.py 2>&1 | tail -4
   fi
   if [ "${BENCH:-1}" != 0 ]; then
     log "benchmarks"
