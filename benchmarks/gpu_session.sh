@@ -34,12 +34,13 @@ fi
 case "${1:-}" in
 start)
   budget=${2:-24}
+  workers=12  # data processes, on the first $workers CPUs (scripts/gpu_tables.py); the benchmarks get the rest
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
   lscpu | grep -E "Model name|^CPU\(s\)" | tr -s ' '
   mkdir -p runs/gpu
   rm -f runs/gpu/bench.done
-  python3 scripts/gpu_tables.py start --budget-min "$budget" --workers 12 --threads 2 --wait-for runs/gpu/bench.done \
-    --accelerator "${ACCEL:-gpu}" --extra="${EXTRA:-}" ${RUNS:+--runs $RUNS} ${KEEP:+--keep $KEEP} \
+  python3 scripts/gpu_tables.py start --budget-min "$budget" --workers "$workers" --threads 2 \
+    --wait-for runs/gpu/bench.done --accelerator "${ACCEL:-gpu}" --extra="${EXTRA:-}" ${RUNS:+--runs $RUNS} ${KEEP:+--keep $KEEP} \
     ${RESUME:+--resume-dir "$RESUME"}
   if [ "${SMOKE:-1}" != 0 ]; then
     log "smoke: one epoch of the README quick job on the GPU"
@@ -54,8 +55,7 @@ start)
   if [ "${BENCH:-1}" != 0 ]; then
     log "benchmarks"
     mkdir -p /tmp/bench
-    # the data are made on the first 12 CPUs (scripts/gpu_tables.py); the benchmarks get the others, if any
-    cpus=$(python3 -c "import os; c = sorted(os.sched_getaffinity(0)); print(','.join(map(str, c[12:])))")
+    cpus=$(python3 -c "import os; c = sorted(os.sched_getaffinity(0)); print(','.join(map(str, c[$workers:])))")
     ${cpus:+taskset -c "$cpus"} bash benchmarks/run_gpu.sh /tmp/bench > /tmp/bench/bench.log 2>&1
     grep -v "^\s*$" /tmp/bench/bench.log | tail -60
     tar czf "$OUT/bench.tar.gz" -C /tmp bench
