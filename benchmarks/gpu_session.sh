@@ -40,8 +40,8 @@ start)
   mkdir -p runs/gpu
   rm -f runs/gpu/bench.done
   python3 scripts/gpu_tables.py start --budget-min "$budget" --workers "$workers" --threads 2 \
-    --wait-for runs/gpu/bench.done --accelerator "${ACCEL:-gpu}" --extra="${EXTRA:-}" ${RUNS:+--runs $RUNS} ${KEEP:+--keep $KEEP} \
-    ${RESUME:+--resume-dir "$RESUME"}
+    --wait-for runs/gpu/bench.done --accelerator "${ACCEL:-gpu}" --extra="${EXTRA:-}" ${RUNS:+--runs $RUNS} \
+    ${KEEP:+--keep $KEEP} ${RESUME:+--resume-dir "$RESUME"}
   if [ "${SMOKE:-1}" != 0 ]; then
     log "smoke: one epoch of the README quick job on the GPU"
     timeout 150 opformer train burgers-quick --accelerator gpu --epochs 2 --out /tmp/smoke --no-progress --overwrite \
