@@ -24,6 +24,18 @@ def _coords(n, dtype=torch.float32):
     return torch.linspace(0, 1, n, dtype=dtype).view(1, n, 1)
 
 
+def _same_weights(mod, cfg):
+    """The reference network (its p = 0.5 attention dropout off) in float64 with every weight moved away from its
+    near-identity start, and our Transformer1d holding the same weights; both in training mode."""
+    ref = mod.ReferenceBurgers(cfg, "off").double()
+    with torch.no_grad():
+        for p in ref.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    ours = build_model(cfg).double()
+    ours.load_state_dict(mod.ours_from_reference(ref.net.state_dict(), cfg))
+    return ref, ours
+
+
 def test_the_reference_network_has_the_paper_parameter_count_and_ours_the_same():
     net = _script().ReferenceBurgers(model_preset("burgers-gt"))
     assert count_parameters(net) == PAPER_PARAMETERS["burgers"][0] == count_parameters(build_model(model_preset("burgers-gt")))
@@ -37,12 +49,9 @@ def test_with_the_same_weights_ours_is_the_reference_function(preset):
     mod = _script()
     cfg = model_preset(preset)
     torch.manual_seed(0)
-    ref = mod.ReferenceBurgers(cfg, "off").double().eval()
-    with torch.no_grad():
-        for p in ref.parameters():
-            p.add_(0.1 * torch.randn_like(p))
-    ours = build_model(cfg).double().eval()
-    ours.load_state_dict(mod.ours_from_reference(ref.net.state_dict(), cfg))
+    ref, ours = _same_weights(mod, cfg)
+    ref.eval()
+    ours.eval()
     x = torch.randn(3, 200, 1, dtype=torch.float64)
     with torch.no_grad():
         y_ref, y = ref(x, _coords(200, torch.float64)), ours(x, _coords(200, torch.float64))
@@ -61,12 +70,7 @@ def test_in_training_mode_the_gradients_are_the_reference_ones(preset):
     mod = _script()
     cfg = dict(model_preset(preset), dropout=0.0)
     torch.manual_seed(1)
-    ref = mod.ReferenceBurgers(cfg, "off").double().train()
-    with torch.no_grad():
-        for p in ref.parameters():
-            p.add_(0.1 * torch.randn_like(p))
-    ours = build_model(cfg).double().train()
-    ours.load_state_dict(mod.ours_from_reference(ref.net.state_dict(), cfg))
+    ref, ours = _same_weights(mod, cfg)  # both in training mode
     x, c = torch.randn(3, 128, 1, dtype=torch.float64), _coords(128, torch.float64)
     target = torch.randn(3, 128, 1, dtype=torch.float64)
     (ref(x, c) - target).pow(2).sum().backward()
