@@ -4,6 +4,12 @@
     python scripts/collect_results.py runs/table2b runs/table3
     python scripts/collect_results.py --spread runs/table2a    # runs NAME, NAME-seed2, ...: mean ± std per NAME
     python scripts/collect_results.py --spread --by-name runs/d85 runs/d85-s2 runs/d85-s3   # one row per run name
+    python scripts/collect_results.py --compare runs/ref-burgers runs/seeds   # every run under A against every one under B
+
+``--compare A B`` prints each group's test errors (mean, sample std, median) and the exact two-sided Mann-Whitney U
+test of "the two groups' errors come from the same distribution": with a handful of seeds a rank test is what such
+counts support (no normality assumed); its p-value is the chance of a rank separation at least as large as the one
+seen if the groups did not differ.
 """
 
 from __future__ import annotations
@@ -41,8 +47,40 @@ def spread(roots, by_name: bool = False) -> int:
     return 0
 
 
+def compare(root_a: str, root_b: str) -> int:
+    """Every run under ``root_a`` against every run under ``root_b``: the test errors and the exact rank test."""
+    from scipy.stats import mannwhitneyu
+
+    groups = []
+    for root in (root_a, root_b):
+        if not Path(root).is_dir():
+            print(f"error: --compare: {root} is not a directory", file=sys.stderr)
+            return 2
+        xs = [m["test_rel_l2"] for _, m in rows([root])]
+        if not xs:
+            print(f"error: --compare: no training run (metrics.json with a test error) under {root}", file=sys.stderr)
+            return 2
+        groups.append(xs)
+    print("| runs under | runs | test rel. L2 mean | std | median | values |")
+    print("|---|---|---|---|---|---|")
+    for root, xs in zip((root_a, root_b), groups):
+        std = statistics.stdev(xs) if len(xs) > 1 else float("nan")
+        print(f"| {root} | {len(xs)} | {statistics.fmean(xs):.4e} | {std:.2e} | {statistics.median(xs):.4e} | "
+              f"{', '.join(f'{x:.4e}' for x in sorted(xs))} |")
+    res = mannwhitneyu(groups[0], groups[1], alternative="two-sided", method="exact")
+    n_pairs = len(groups[0]) * len(groups[1])
+    print(f"\nMann-Whitney U = {res.statistic:g} of {n_pairs} pairs (a run of the first group has the lower error "
+          f"in {n_pairs - res.statistic:g} of them); exact two-sided p = {res.pvalue:.3f}")
+    return 0
+
+
 def main(argv=None) -> int:
     roots = (argv if argv is not None else sys.argv[1:]) or ["runs"]
+    if roots and roots[0] == "--compare":
+        if len(roots) != 3:
+            print("error: --compare takes two directories: --compare A B", file=sys.stderr)
+            return 2
+        return compare(roots[1], roots[2])
     if roots and roots[0] == "--spread":
         by_name = roots[1:2] == ["--by-name"]
         return spread(roots[1 + by_name:] or ["runs"], by_name)

@@ -1,0 +1,54 @@
+"""scripts/collect_results.py --compare: two groups of runs, their statistics and the exact rank test."""
+
+import json
+from math import comb
+from pathlib import Path
+
+from .conftest import load_script
+
+
+def _run(root: Path, name: str, err: float) -> None:
+    (root / name).mkdir(parents=True)
+    (root / name / "metrics.json").write_text(json.dumps({"test_rel_l2": err, "epochs": 1}))
+
+
+def test_fully_separated_groups_get_the_exact_p_value(tmp_path, capsys):
+    """Three runs all below four others: of the C(7, 3) = 35 equally likely rank sets under "no difference", one
+    puts the first group lowest and one highest, so the exact two-sided p is 2/35."""
+    mod = load_script("collect_results")
+    for i, err in enumerate([1.15e-3, 1.18e-3, 1.29e-3]):
+        _run(tmp_path / "a", f"s{i}", err)
+    for i, err in enumerate([1.42e-3, 1.61e-3, 2.93e-3, 4.50e-3]):
+        _run(tmp_path / "b", f"s{i}", err)
+    (tmp_path / "b" / "unfinished").mkdir()  # no metrics.json: not a run
+    assert mod.main(["--compare", str(tmp_path / "a"), str(tmp_path / "b")]) == 0
+    out = capsys.readouterr().out
+    assert f"exact two-sided p = {2 / comb(7, 3):.3f}" in out
+    assert "U = 0 of 12 pairs (a run of the first group has the lower error in 12 of them)" in out
+    assert "| 3 | 1.2067e-03 |" in out  # mean of the first group
+
+
+def test_one_swapped_pair_raises_the_p_value(tmp_path, capsys):
+    """Swap the largest of the first group with the smallest of the second: U = 1, and the rank sets with U <= 1
+    or U >= 11 are 4 of 35 (two each), so p = 4/35."""
+    mod = load_script("collect_results")
+    for i, err in enumerate([1.15e-3, 1.18e-3, 1.50e-3]):
+        _run(tmp_path / "a", f"s{i}", err)
+    for i, err in enumerate([1.42e-3, 1.61e-3, 2.93e-3, 4.50e-3]):
+        _run(tmp_path / "b", f"s{i}", err)
+    assert mod.main(["--compare", str(tmp_path / "a"), str(tmp_path / "b")]) == 0
+    out = capsys.readouterr().out
+    assert "U = 1 of 12" in out and f"p = {4 / comb(7, 3):.3f}" in out
+
+
+def test_bad_arguments_get_one_line_errors(tmp_path, capsys):
+    mod = load_script("collect_results")
+    (tmp_path / "empty").mkdir()
+    assert mod.main(["--compare", str(tmp_path / "empty")]) == 2
+    assert "takes two directories" in capsys.readouterr().err
+    assert mod.main(["--compare", str(tmp_path / "empty"), str(tmp_path / "nowhere")]) == 2
+    err = capsys.readouterr().err
+    assert "no training run" in err and err.count("\n") == 1
+    _run(tmp_path / "a", "s0", 1e-3)
+    assert mod.main(["--compare", str(tmp_path / "a"), str(tmp_path / "nowhere")]) == 2
+    assert "is not a directory" in capsys.readouterr().err
