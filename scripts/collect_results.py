@@ -15,6 +15,7 @@ seen if the groups did not differ.
 from __future__ import annotations
 
 import json
+import os
 import re
 import statistics
 import sys
@@ -22,8 +23,11 @@ from pathlib import Path
 
 
 def rows(roots):
+    """(run directory, metrics) of every training run under the roots, following links to directories (a group of
+    runs may be a directory of links to them)."""
     for root in roots:
-        for path in sorted(Path(root).rglob("metrics.json")):
+        found = [Path(d) / "metrics.json" for d, _, files in os.walk(root, followlinks=True) if "metrics.json" in files]
+        for path in sorted(found):
             m = json.loads(path.read_text())
             if "test_rel_l2" not in m or "epochs" not in m:
                 continue  # an evaluation record, not a training run
@@ -99,4 +103,10 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader went away (`... | head`): stop quietly, as `opformer` does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 141
+    raise SystemExit(code)

@@ -52,3 +52,39 @@ def test_bad_arguments_get_one_line_errors(tmp_path, capsys):
     _run(tmp_path / "a", "s0", 1e-3)
     assert mod.main(["--compare", str(tmp_path / "a"), str(tmp_path / "nowhere")]) == 2
     assert "is not a directory" in capsys.readouterr().err
+
+
+def test_a_group_may_be_a_directory_of_links_to_runs(tmp_path, capsys):
+    """Runs kept where they were trained, grouped by links: the links are followed."""
+    mod = load_script("collect_results")
+    for i, err in enumerate([1.0, 2.0, 3.0]):
+        _run(tmp_path / "runs", f"a{i}", err)
+        _run(tmp_path / "runs", f"b{i}", 10.0 + err)
+    for group in ("a", "b"):
+        (tmp_path / group).mkdir()
+        for i in range(3):
+            (tmp_path / group / f"s{i}").symlink_to(tmp_path / "runs" / f"{group}{i}", target_is_directory=True)
+    assert mod.main(["--compare", str(tmp_path / "a"), str(tmp_path / "b")]) == 0
+    out = capsys.readouterr().out
+    assert "| 3 | 2.0000e+00 |" in out and "| 3 | 1.2000e+01 |" in out
+    assert f"p = {2 / comb(6, 3):.3f}" in out
+
+
+def test_a_closed_pipe_gives_no_traceback(tmp_path):
+    """`collect_results.py ... | head`: the reader goes away before the table is written."""
+    import os
+    import subprocess
+    import sys
+
+    for i in range(5):
+        _run(tmp_path, f"s{i}", 1e-3 * (i + 1))
+    script = Path(__file__).resolve().parents[1] / "scripts" / "collect_results.py"
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        proc = subprocess.run([sys.executable, str(script), "--spread", str(tmp_path)], stdout=write_end,
+                              stderr=subprocess.PIPE, text=True, timeout=60)
+    finally:
+        os.close(write_end)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode == 141
