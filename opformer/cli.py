@@ -34,14 +34,19 @@ def main(argv: list[str] | None = None) -> int:
         args.extra = extra
         return int(args.func(args) or 0)
     except BrokenPipeError:
-        # The reader of the output went away (`opformer ... | head`): stop quietly, as other command-line tools
-        # do, and point stdout at /dev/null so that the flush at exit does not raise again.
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-        except (OSError, ValueError, AttributeError):
-            pass
-        return 141  # 128 + SIGPIPE, what a shell reports for a command stopped by a closed pipe
+        return closed_pipe_status()
+
+
+def closed_pipe_status() -> int:
+    """After a BrokenPipeError: the reader of the output went away (`opformer ... | head`). Stop quietly, as other
+    command-line tools do: point stdout at /dev/null so that the flush at exit does not raise again, and return the
+    status a shell reports for a command stopped by a closed pipe (128 + SIGPIPE)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+    return 141
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -107,6 +107,7 @@ if __name__ == "__main__":
         code = main()
         sys.stdout.flush()
     except BrokenPipeError:  # the reader went away (`... | head`): stop quietly, as `opformer` does
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        code = 141
+        from opformer.cli import closed_pipe_status
+
+        code = closed_pipe_status()
     raise SystemExit(code)

@@ -1,6 +1,9 @@
 """scripts/collect_results.py --compare: two groups of runs, their statistics and the exact rank test."""
 
 import json
+import os
+import subprocess
+import sys
 from math import comb
 from pathlib import Path
 
@@ -72,10 +75,6 @@ def test_a_group_may_be_a_directory_of_links_to_runs(tmp_path, capsys):
 
 def test_a_closed_pipe_gives_no_traceback(tmp_path):
     """`collect_results.py ... | head`: the reader goes away before the table is written."""
-    import os
-    import subprocess
-    import sys
-
     for i in range(5):
         _run(tmp_path, f"s{i}", 1e-3 * (i + 1))
     script = Path(__file__).resolve().parents[1] / "scripts" / "collect_results.py"

@@ -36,6 +36,16 @@ def _same_weights(mod, cfg):
     return ref, ours
 
 
+def _assert_same_gradients(mod, cfg, ref, ours):
+    """Every parameter of ours has the gradient of its counterpart in the reference network, to 1e-10 relative."""
+    ref_grads = mod.ours_from_reference({k: p.grad for k, p in ref.net.named_parameters()}, cfg)
+    ours_grads = dict(ours.named_parameters())
+    assert set(ref_grads) == set(ours_grads)
+    for name, g_ref in ref_grads.items():
+        g = ours_grads[name].grad
+        assert (g - g_ref).abs().max() <= 1e-10 * g_ref.abs().max() + 1e-300, name
+
+
 def test_the_reference_network_has_the_paper_parameter_count_and_ours_the_same():
     net = _script().ReferenceBurgers(model_preset("burgers-gt"))
     assert count_parameters(net) == PAPER_PARAMETERS["burgers"][0] == count_parameters(build_model(model_preset("burgers-gt")))
@@ -75,12 +85,7 @@ def test_in_training_mode_the_gradients_are_the_reference_ones(preset):
     target = torch.randn(3, 128, 1, dtype=torch.float64)
     (ref(x, c) - target).pow(2).sum().backward()
     (ours(x, c) - target).pow(2).sum().backward()
-    ref_grads = mod.ours_from_reference({k: p.grad for k, p in ref.net.named_parameters()}, cfg)
-    ours_grads = dict(ours.named_parameters())
-    assert set(ref_grads) == set(ours_grads)
-    for name, g_ref in ref_grads.items():
-        g = ours_grads[name].grad
-        assert (g - g_ref).abs().max() <= 1e-10 * g_ref.abs().max() + 1e-300, name
+    _assert_same_gradients(mod, cfg, ref, ours)
 
 
 def test_the_reference_initialisation_differs_from_ours_where_the_docstring_says():
@@ -148,9 +153,7 @@ def test_with_the_same_dropout_masks_training_is_the_reference_one(preset, monke
     assert (y - y_ref).abs().max() <= 1e-10 * y_ref.abs().max()
     (y_ref - target).pow(2).sum().backward()
     (y - target).pow(2).sum().backward()
-    ref_grads = mod.ours_from_reference({k: p.grad for k, p in ref.net.named_parameters()}, cfg)
-    for name, p in ours.named_parameters():
-        assert (p.grad - ref_grads[name]).abs().max() <= 1e-10 * ref_grads[name].abs().max() + 1e-300, name
+    _assert_same_gradients(mod, cfg, ref, ours)
     # the masks do act (another replayed sequence gives another output), and a network with its FFN dropout
     # elsewhere or missing is told apart: the comparison can fail
     _replayed_dropout(monkeypatch, 8)
