@@ -81,7 +81,7 @@ class FeedForward(nn.Module):
         lin1, act, drop, lin2 = self.net
         if (
             type(act) is nn.ReLU
-            and not (self.training and drop.p > 0)
+            and not (drop.training and drop.p > 0)
             and x.dtype in (torch.float32, torch.float64)
             and not torch.is_autocast_enabled(x.device.type)
             and lin1.weight.dtype == x.dtype
@@ -170,14 +170,16 @@ class EncoderLayer(nn.Module):
         if self.norm_scheme == "pre":
             y = x + self.drop1(self.attn(self._norm(self.ln1, x, lead_time), pos, weights, lead_time=lead_time))
             return y + self.drop2(self.ffn(self._norm(self.ln2, y, lead_time)))
-        # without active residual-branch dropout the sums x + Attn(x), y + g(y) are taken inside the fused paths
-        if self.training and self.drop1.p > 0:
+        # without active residual-branch dropout the sums x + Attn(x), y + g(y) are taken inside the fused paths.
+        # Whether a dropout is active is its own module's mode, so that one can be switched on in an evaluating
+        # model (Monte Carlo dropout; scripts/dropout_gap.py)
+        if self.drop1.training and self.drop1.p > 0:
             y = x + self.drop1(self.attn(x, pos, weights, lead_time=lead_time))
         else:
             y = self.attn(x, pos, weights, residual=True, lead_time=lead_time)
         if self.norm_scheme == "regular":
             y = self._norm(self.ln1, y, lead_time)
-        out = y + self.drop2(self.ffn(y)) if self.training and self.drop2.p > 0 else self.ffn.residual(y)
+        out = y + self.drop2(self.ffn(y)) if self.drop2.training and self.drop2.p > 0 else self.ffn.residual(y)
         if self.norm_scheme != "regular":
             return out
         return self._norm(self.ln2, out, lead_time)

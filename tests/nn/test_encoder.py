@@ -86,6 +86,35 @@ def test_dropout_layers_inactive_in_eval():
     assert torch.equal(layer(x, pos), layer(x, pos))
 
 
+
+@pytest.mark.parametrize("scheme", ["galerkin", "regular"])
+@pytest.mark.parametrize("which", ["drop1", "drop2", "ffn"])
+def test_one_dropout_switched_on_in_an_evaluating_layer_acts_alone(scheme, which):
+    """Monte Carlo dropout: model.eval(), then one nn.Dropout back to training mode.  The layer must follow each
+    dropout module's own mode (not its own), so the fused no-dropout paths must not swallow the one switched on; the
+    result is the plain composition with that one mask and no other."""
+    torch.manual_seed(0)
+    layer = EncoderLayer(16, 2, "galerkin", 32, pos_dim=1, norm_scheme=scheme, dropout=0.3).double().eval()
+    x, pos = torch.randn(2, 24, 16, dtype=torch.float64), torch.rand(1, 24, 1, dtype=torch.float64)
+    off = layer(x, pos)
+    module = layer.ffn.net[2] if which == "ffn" else getattr(layer, which)
+    module.train()
+    torch.manual_seed(1)
+    on = layer(x, pos)
+    assert not torch.allclose(on, off, atol=1e-6)  # the one dropout acts
+
+    torch.manual_seed(1)  # the same mask, drawn by the plain composition
+    y = x + (layer.drop1(layer.attn(x, pos)) if which == "drop1" else layer.attn(x, pos))
+    if scheme == "regular":
+        y = layer.ln1(y)
+    g = layer.ffn(y)
+    out = y + (layer.drop2(g) if which == "drop2" else g)
+    if scheme == "regular":
+        out = layer.ln2(out)
+    torch.testing.assert_close(on, out, rtol=1e-10, atol=1e-10)
+    module.eval()
+    torch.testing.assert_close(layer(x, pos), off, rtol=0, atol=0)
+
 @pytest.mark.parametrize("kind", ["galerkin", "fourier"])
 def test_torch_compile_matches_eager(kind):
     torch.manual_seed(0)
