@@ -131,6 +131,42 @@ def measure(model, x, coords, y, modules, masks: int, seed: int, batch: int = 32
     return errs.mean().item(), rel_l2(preds.mean(0), y).double().mean().item()
 
 
+def branch_sizes(model, x, coords, batch: int = 32) -> list[tuple[float, float, float]]:
+    """Per encoder layer of opformer (``EncoderLayer``): the mean over points of the Euclidean norm of the layer's
+    input (the residual stream), of its attention branch and of its FFN branch, dropout off."""
+    from opformer.nn.encoder import EncoderLayer
+
+    layers = [m for m in model.modules() if isinstance(m, EncoderLayer)]
+    sums = [[0.0, 0.0, 0.0] for _ in layers]
+
+    def size(t):
+        return t.norm(dim=-1).mean().item() * t.shape[0]
+
+    def branches(i, layer, args):  # the two branches of the layer's forward, each on its own
+        x, pos, weights = (list(args) + [None, None])[:3]
+        lead = args[3] if len(args) > 3 and layer.conditioned else None
+        pre = layer.norm_scheme == "pre"
+        a = layer.attn(layer._norm(layer.ln1, x, lead) if pre else x, pos, weights, lead_time=lead)
+        y = x + a
+        if layer.norm_scheme == "regular":
+            y = layer._norm(layer.ln1, y, lead)
+        f = layer.ffn(layer._norm(layer.ln2, y, lead) if pre else y)
+        for j, t in enumerate((x, a, f)):
+            sums[i][j] += size(t)
+
+    hooks = [layer.register_forward_pre_hook(lambda mod, args, i=i: branches(i, mod, args))
+             for i, layer in enumerate(layers)]
+    model.eval()
+    try:
+        with torch.no_grad():
+            for s in range(0, len(x), batch):
+                model(x[s:s + batch], coords, None)
+    finally:
+        for h in hooks:
+            h.remove()
+    return [tuple(v / len(x) for v in row) for row in sums]
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="dropout_gap.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("run", help="a training's run directory (its best checkpoint) or a checkpoint file")
@@ -179,6 +215,11 @@ def main(argv: list[str]) -> int:
     for label, modules in found.items():
         err, mean_pred = measure(model, x, coords, y, modules, args.masks, args.seed)
         print(f"{label:44s} {err:10.4e} {err / base:7.2f}  {mean_pred:15.4e}")
+    sizes = branch_sizes(model, x, coords)
+    if sizes:  # a dropout's noise grows with the branch it acts on
+        print("mean norm per point, dropout off:  layer: residual stream in / attention branch / FFN branch")
+        for i, (stream, attn, ffn) in enumerate(sizes):
+            print(f"  layer {i}: {stream:.3g} / {attn:.3g} / {ffn:.3g}   (attention / stream {attn / stream:.3f})")
     return 0
 
 

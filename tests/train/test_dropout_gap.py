@@ -36,6 +36,8 @@ def tiny_run(tmp_path_factory, burgers_file):
 def _rows(text: str) -> dict:
     rows = {}
     for line in text.splitlines()[2:]:
+        if line.startswith("mean norm per point"):
+            break
         label, rest = line[:44].strip(), line[44:].split()
         rows[label] = [float(v) for v in rest]
     return rows
@@ -44,13 +46,17 @@ def _rows(text: str) -> dict:
 def test_every_group_of_dropouts_and_the_evaluation_error_the_trainer_recorded(tiny_run, capsys):
     gap = load_script("dropout_gap")
     assert gap.main([str(tiny_run), "--masks", "2"]) == 0
-    rows = _rows(capsys.readouterr().out)
+    text = capsys.readouterr().out
+    rows = _rows(text)
     # the evaluation-mode error is the validation error the trainer selected its best checkpoint on
     recorded = json.loads((tiny_run / "metrics.json").read_text())["val_rel_l2"]
     assert rows["none (evaluation mode)"][0] == pytest.approx(recorded, rel=1e-5)
     assert set(rows) == {"none (evaluation mode)", "all", "attention branch (residual), every layer",
                          "FFN branch (residual), every layer", "FFN hidden layer, every layer",
                          "layer 0, all its dropouts", "layer 1, all its dropouts"}
+    assert [line.split(":")[0] for line in text.splitlines() if line.startswith("  layer ")] == [
+        "  layer 0", "  layer 1"]  # the branch sizes follow the table, a line per layer
+
     for label, (err, ratio, mean_pred) in ((k, v) for k, v in rows.items() if len(v) == 3):
         assert err != rows["none (evaluation mode)"][0], label  # each group's dropout acts
         assert ratio == pytest.approx(err / rows["none (evaluation mode)"][0], abs=6e-3)
@@ -112,3 +118,27 @@ def test_a_reference_checkpoint_is_read_into_the_same_function(tiny_run, tmp_pat
         pred = Operator(ref, op.input_normalizer, op.target_normalizer).eval()(x, coords)
 
     assert rows["none (evaluation mode)"][0] == pytest.approx(rel_l2(pred, y).double().mean().item(), rel=1e-4)
+
+
+def test_branch_sizes_are_those_of_the_layers_own_branches():
+    """The attention branch of a layer whose output projection is zero has size 0, the others do not, and each
+    layer's residual-stream input is the previous layer's output (the eq. (4) scheme has no norm in the stream)."""
+    from opformer.models import build_model
+
+    from .conftest import TINY_MODEL
+
+    gap = load_script("dropout_gap")
+    torch.manual_seed(0)
+    model = build_model(dict(TINY_MODEL)).eval()
+    with torch.no_grad():
+        model.encoder.layers[1].attn.out_proj.weight.zero_()
+        model.encoder.layers[1].attn.out_proj.bias.zero_()
+    x, coords = torch.randn(3, 40, 1), torch.linspace(0, 1, 40).view(1, 40, 1)
+    outs = []
+    hook = model.encoder.layers[0].register_forward_hook(lambda mod, args, out: outs.append(out))
+    sizes = gap.branch_sizes(model, x, coords, batch=2)  # two batches: the sums are weighted by batch size
+    hook.remove()
+    assert len(sizes) == 2 and sizes[1][1] == 0.0
+    assert sizes[0][1] > 0 and sizes[0][2] > 0 and sizes[1][2] > 0
+    out0 = torch.cat(outs)
+    assert sizes[1][0] == pytest.approx(out0.norm(dim=-1).mean().item(), rel=1e-5)
