@@ -123,6 +123,8 @@ class OperatorModule(L.LightningModule):
         self._train_means: Optional[tuple[int, dict]] = None  # (epoch, its means over all ranks), computed once
         self._pending: Optional[_StepLoss] = None  # a step loss whose check is deferred to the next step
         self.cuda_graphs_used: Optional[dict] = None  # set at the end of a run that had CUDA graphs attached
+        # test passes with the network's dropout modules switched on (the trainer's end-of-run dropout check)
+        self.dropout_on_in_test = False
 
     def transfer_batch_to_device(self, batch: Any, device: torch.device, dataloader_idx: int) -> Any:
         """Lightning's generic transfer walks the batch recursively at every step; a batch of tensors already on
@@ -385,6 +387,10 @@ class OperatorModule(L.LightningModule):
 
     def on_test_epoch_start(self) -> None:
         self._test_sum = [0.0, 0]
+        if self.dropout_on_in_test:  # after Lightning's eval(): each dropout module follows its own mode
+            for m in self.operator.modules():
+                if isinstance(m, torch.nn.Dropout):
+                    m.train()
 
     def test_step(self, batch: dict, batch_idx: int) -> None:
         _, l2, _ = self._losses(batch)

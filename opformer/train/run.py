@@ -483,6 +483,10 @@ def _fit(run, bundle, operator, artifact, notes, out: Path, ckpt_path, resume: b
     check_stop()  # a stop requested while the data loaded, its exception lost
     _interruptible(trainer, trainer.fit, module, datamodule=dm, ckpt_path=ckpt_path, weights_only=True)
     seconds = module.training_seconds()
+    check_stop()
+    dropout_check = _dropout_check(module, t, out, dm)
+    if dropout_check and "note" in dropout_check and _is_rank_zero():
+        print(f"note: {dropout_check['note']}")
     best_path = best_cb.best_model_path or str(ckdir / "last.ckpt")
     best_score = best_cb.best_model_score
     best = torch.load(best_path, map_location="cpu", weights_only=True)
@@ -507,6 +511,7 @@ def _fit(run, bundle, operator, artifact, notes, out: Path, ckpt_path, resume: b
         "lr_halvings": module.lr_halvings,  # blow-ups recovered from (train.divergence_retries)
         "divergence_notes": module.divergence_log,
         **({"cuda_graphs": module.cuda_graphs_used} if module.cuda_graphs_used else {}),
+        **({"dropout_check": dropout_check} if dropout_check else {}),
         "parameters": count_parameters(module.operator.model),
         "seed": t.seed,
         "resolution": list(bundle.input_grid),
@@ -526,6 +531,41 @@ def _fit(run, bundle, operator, artifact, notes, out: Path, ckpt_path, resume: b
         metrics["plots"] = sorted(str(p.relative_to(out)) for p in (out / "plots").glob("*.png"))
         atomic_write_text(out / "metrics.json", json.dumps(metrics, indent=2))
     return metrics
+
+
+#: the end-of-run dropout check notes a network whose validation error with its dropout on is below this fraction
+#: of its error with dropout off (the mode it is validated and tested in)
+DROPOUT_GAP_NOTE = 1 / 1.2
+
+
+def _dropout_check(module: OperatorModule, t, out: Path, dm: _DataModule) -> Optional[dict]:
+    """The final weights' validation error with the network's dropout modules off and on (one mask, drawn from the
+    run's seed), with a note when dropout on is clearly better: the network then relies on its dropout noise, which
+    looks like overfitting in the curves (validation error rising, training error falling) but is not
+    (docs/training.md).  None for a network without dropout."""
+    if not any(isinstance(m, torch.nn.Dropout) and m.p > 0 for m in module.operator.modules()):
+        return None
+    loader = dm._loader(dm.ds["val"], t.eval_batch_size, False)
+    errors = []
+    for on in (False, True):
+        module.dropout_on_in_test = on
+        tester = _trainer(t, out, False, [], logger=False)
+        try:
+            with torch.random.fork_rng(devices=[]):  # the run's own random state is left as it was
+                torch.manual_seed(t.seed)
+                result = _interruptible(tester, tester.test, module, dataloaders=loader, verbose=False)
+        finally:
+            module.dropout_on_in_test = False
+        errors.append(float(result[0]["test_rel_l2"]))
+    off, on = errors
+    check = {"val_rel_l2_last": off, "val_rel_l2_last_dropout_on": on}
+    if on < DROPOUT_GAP_NOTE * off:
+        check["note"] = (
+            f"with its dropout on, the final model's validation error is {on:.4e}, {off / on:.1f}x below its error "
+            f"with dropout off ({off:.4e}), the mode it is validated and tested in: the network has come to rely on "
+            "its dropout noise (this is not overfitting); its dropout set to 0 (e.g. --dropout 0) or longer "
+            "training avoids it (docs/training.md; scripts/dropout_gap.py finds which dropout)")
+    return check
 
 
 def _interruptible(trainer: L.Trainer, call, *args, **kwargs):

@@ -44,6 +44,37 @@ def test_train_writes_run_and_two_seeded_runs_agree(tiny_config, tmp_path):
     assert c["test_rel_l2"] != a["test_rel_l2"]  # the seed matters
 
 
+def test_the_end_of_run_dropout_check(tiny_config, tmp_path, monkeypatch, capsys):
+    """A network with dropout gets its final validation error with dropout off (the last epoch's figure) and on
+    (different: the masks act), a note when dropout on is the better one, and no check without dropout."""
+    import csv
+
+    import opformer.train.run as run_module
+
+    m = train(_cfg(tiny_config, epochs=2), tmp_path / "a", progress=False)
+    check = m["dropout_check"]
+    rows = [r for r in csv.DictReader((tmp_path / "a" / "logs" / "metrics.csv").open()) if r["val_rel_l2"]]
+    assert check["val_rel_l2_last"] == pytest.approx(float(rows[-1]["val_rel_l2"]), rel=1e-5)
+    assert abs(check["val_rel_l2_last_dropout_on"] - check["val_rel_l2_last"]) > 1e-6 * check["val_rel_l2_last"]
+    has_note = check["val_rel_l2_last_dropout_on"] < run_module.DROPOUT_GAP_NOTE * check["val_rel_l2_last"]
+    assert ("note" in check) == has_note
+    assert json.loads((tmp_path / "a" / "metrics.json").read_text())["dropout_check"] == check
+    # the check leaves the trained model as it was: the test error is that of the best checkpoint, dropout off
+    assert evaluate(tmp_path / "a" / "checkpoints" / "best.ckpt")["test_rel_l2"] == pytest.approx(
+        m["test_rel_l2"], rel=1e-5)
+
+    capsys.readouterr()
+    monkeypatch.setattr(run_module, "DROPOUT_GAP_NOTE", 1e9)  # every network "relies on its dropout"
+    b = train(_cfg(tiny_config, epochs=2), tmp_path / "b", progress=False)
+    for key in ("val_rel_l2_last", "val_rel_l2_last_dropout_on"):  # the same seed: the same masks
+        assert b["dropout_check"][key] == check[key]
+    assert "has come to rely on its dropout noise" in b["dropout_check"]["note"]
+    assert "note: with its dropout on" in capsys.readouterr().out
+
+    c = train(_cfg(tiny_config, epochs=2, dropout=0.0), tmp_path / "c", progress=False)
+    assert "dropout_check" not in c
+
+
 def test_relative_output_directory(tiny_config, tmp_path, monkeypatch):
     """The default --out is relative (runs/PRESET): the run must finish and write its metrics there."""
     monkeypatch.chdir(tmp_path)
