@@ -15,10 +15,11 @@ if ! command -v opformer >/dev/null; then
 fi
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 log "the CUDA tests"
-timeout 90 python3 -m pytest -q -p no:cacheprovider tests/train/test_cuda_graphs.py 2>&1 | tail -6
-log "data"
-opformer data burgers --samples 1144 --out /tmp/b.h5 --workers 12 --no-progress >/dev/null 2>&1 || echo "burgers data failed"
-opformer data darcy --samples 150 --resolution 141 --out /tmp/d141.h5 --workers 12 --dtype float32 --no-progress \
+timeout 90 python3 -m pytest -v -p no:cacheprovider tests/train/test_cuda_graphs.py 2>&1 | tee "$OUT/cuda_tests.txt" | tail -6
+W=${WORKERS:-$(nproc)}  # data processes: all CPUs by default (nothing else runs then)
+log "data, $W processes"
+opformer data burgers --samples 1144 --out /tmp/b.h5 --workers $W --no-progress >/dev/null 2>&1 || echo "burgers data failed"
+opformer data darcy --samples 150 --resolution 141 --out /tmp/d141.h5 --workers $W --dtype float32 --no-progress \
   >/dev/null 2>&1 || echo "darcy data failed"
 B="burgers-gt:data=/tmp/b.h5,resolution=2048,n_train=512,n_val=50,n_test=20"
 D="darcy-gt:data=/tmp/d141.h5,n_train=128,n_val=16,n_test=6,coarse_size=43"

@@ -11,7 +11,8 @@
 # (scripts/gpu_tables.py list; default: its default list); KEEP="name ..." runs that keep the paper's epochs (the
 # others are fitted to the budget) and stop at its end, resumable; RESUME=FOLDER continues the runs whose resume
 # pieces (resume-NAME.tar.partNN, from an earlier lease's collect) are in FOLDER (carry it to the machine);
-# BENCH=0 skips the benchmarks (the runs then start as soon as their data are there); COLLECT=1 makes `wait`
+# BENCH=0 skips the benchmarks (the runs then start as soon as their data are there); WORKERS=N data processes
+# (default 12); COLLECT=1 makes `wait`
 # collect what there is even if runs go on.
 # Results go to $OUT (or OUTDIR): the benchmark records as one tarball, the runs as scripts/gpu_tables.py collect packs.
 set -u
@@ -34,7 +35,9 @@ fi
 case "${1:-}" in
 start)
   budget=${2:-24}
-  workers=12  # data processes, on the first $workers CPUs (scripts/gpu_tables.py); the benchmarks get the rest
+  # data processes, on the first $workers CPUs (scripts/gpu_tables.py); the benchmarks get the rest (WORKERS=N: all
+  # of a 16-CPU machine when BENCH=0)
+  workers=${WORKERS:-12}
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
   lscpu | grep -E "Model name|^CPU\(s\)" | tr -s ' '
   mkdir -p runs/gpu

@@ -69,6 +69,10 @@ RUNS = {
     "inverse141-gt-e0.01": ("darcy", ["darcy-inverse-gt", "--noise", "0.01"]),
     "inverse141-ft-e0.01": ("darcy", ["darcy-inverse-ft-regular", "--noise", "0.01"]),
     "inverse141-fno-e0.01": ("darcy", ["darcy-inverse-fno", "--noise", "0.01"]),
+    # the other two noise levels of the paper's Table 3
+    **{f"inverse141-{m}-e{eps}": ("darcy", [preset, "--noise", eps])
+       for eps in ("0", "0.1")
+       for m, preset in (("gt", "darcy-inverse-gt"), ("ft", "darcy-inverse-ft-regular"), ("fno", "darcy-inverse-fno"))},
     "quick": ("quick", ["burgers-quick"]),  # the README's CPU demo: to try this script on any machine
 }
 GROUP_PRESETS = {"burgers": ["burgers-gt"], "darcy": ["darcy-gt"], "quick": ["burgers-quick"]}
