@@ -366,6 +366,10 @@ class TrainConfig:
         "auto", "replay the network's training forward and backward as CUDA graphs (one launch instead of hundreds "
                 "of small kernels): true, false, or auto: on where they apply (one CUDA GPU, 32- or 64-bit "
                 "precision); a network that cannot be captured is run as before, with a note (docs/training.md)")
+    background_checkpoints: Union[bool, Literal["auto"]] = opt(
+        "auto", "write checkpoint files in a background thread: the state is copied at once and training goes on "
+                "while the file is written and synced to disk (still atomically): true, false, or auto: on a GPU, "
+                "where a step is short and a slow disk's sync would stall the card")
     checkpoint_every_n_steps: int = opt(0, "also write last.ckpt every N steps (0: at the end of each epoch only)",
                                         min=0)
     plot_samples: int = opt(4, "test samples shown in the prediction plot", min=0)

@@ -264,6 +264,8 @@ def cmd_train(args) -> int:
         share = f"  network alone {share:.4f} s ({share / rec['bare_step_seconds']:.2f} of the step)" if share else ""
         print(f"{preset:22s} grid {'x'.join(map(str, rec['grid'])):>9s} batch {rec['batch']:3d}  {rec['steps']:4d} steps  "
               f"epoch {rec['epoch_seconds']:8.2f} s  bare step {rec['bare_step_seconds']:.4f} s{share}  "
+              f"validation {rec['validation_seconds']:.2f} s  checkpoints {rec['checkpoint_seconds']:.2f} s  "
+              f"gc {rec['gc_seconds']:.3f} s  "
               f"overhead {rec['overhead']:.3f}x{'  (CUDA graphs)' if rec.get('cuda_graphs') else ''}  "
               f"load {rec['loadavg'][0]}", flush=True)
     if args.json:

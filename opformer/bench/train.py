@@ -10,6 +10,10 @@ For a preset (with any ``--FIELD VALUE`` overrides), in one process:
   which includes the epoch's validation and checkpoints.  The first epoch carries one-time costs (allocator warm-up,
   first checkpoint); the figure is the last of ``epochs`` epochs.
 
+Where the rest of the epoch goes is recorded beside it: the seconds of its validation loop and of its checkpoint
+writes as the training loop waits for them (``checkpoint_seconds``; with the background writer, the default on a
+GPU, only the copy of the state), and the time the Python garbage collector ran within it (``gc_seconds``).
+
 ``overhead = epoch / (steps × bare step)``, where steps is the number of training batches of the epoch.  The bare
 steps are timed on the training batches' shape, on a copy of the operator, right after every epoch (the median of
 ``repeats``), so that an epoch and the bare steps it is divided by see the same machine load; the ratio of every epoch
@@ -20,6 +24,7 @@ alone (``operator.model``) on already normalized inputs.
 from __future__ import annotations
 
 import copy
+import gc
 import statistics
 import tempfile
 import time
@@ -33,21 +38,70 @@ __all__ = ["train_overhead"]
 
 def _epoch_clock():
     """A Lightning callback that records (wall seconds, training batches) of every training epoch, its validation
-    and checkpoints included, in its ``epochs`` list."""
+    and checkpoints included, in its ``epochs`` list, and where the time outside the training steps went: the
+    seconds of the epoch's validation loop (``validation``) and of its checkpoint writes as the training loop waits
+    for them (``checkpoints``, through :meth:`watch_checkpoints`).  Lightning writes the end-of-epoch checkpoints
+    in its checkpoint callbacks' epoch-end hooks, which run after every other callback's, so their time is added to
+    the epoch that has just been closed (without it, as before, the epoch figure left the checkpoints out)."""
     import lightning as L
 
     class EpochClock(L.Callback):
         def __init__(self):
             self.epochs: list[tuple[float, int]] = []
+            self.validation: list[float] = []
+            self.checkpoints: list[float] = []
+            self.collections: list[float] = []
+            self._val = self._ckpt = self._gc = 0.0
+            self._closed = False  # between this callback's epoch end and the next epoch's start
+            self._gc_t0 = None
+
+        def gc_event(self, phase: str, info: dict) -> None:
+            """A ``gc.callbacks`` hook: the seconds the Python garbage collector ran within each epoch."""
+            if phase == "start":
+                self._gc_t0 = time.perf_counter()
+            elif self._gc_t0 is not None:
+                self._gc += time.perf_counter() - self._gc_t0
+                self._gc_t0 = None
+
+        def watch_checkpoints(self, trainer) -> None:
+            """Time every ``trainer.save_checkpoint`` call (the state gathered and handed to the checkpoint writer,
+            and the write itself unless it runs in the background)."""
+            save = trainer.save_checkpoint
+
+            def timed(*args, **kwargs):
+                t0 = time.perf_counter()
+                try:
+                    return save(*args, **kwargs)
+                finally:
+                    dt = time.perf_counter() - t0
+                    if self._closed:  # the end-of-epoch checkpoints come after this callback's epoch end
+                        seconds, batches = self.epochs[-1]
+                        self.epochs[-1] = (seconds + dt, batches)
+                        self.checkpoints[-1] += dt
+                    else:
+                        self._ckpt += dt
+
+            trainer.save_checkpoint = timed
 
         def on_train_epoch_start(self, trainer, pl_module):
-            self._t0, self._batches = time.perf_counter(), 0
+            self._t0, self._batches, self._val, self._ckpt, self._gc = time.perf_counter(), 0, 0.0, 0.0, 0.0
+            self._closed = False
 
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
             self._batches += 1
 
+        def on_validation_epoch_start(self, trainer, pl_module):
+            self._v0 = time.perf_counter()
+
+        def on_validation_epoch_end(self, trainer, pl_module):
+            self._val += time.perf_counter() - self._v0
+
         def on_train_epoch_end(self, trainer, pl_module):
             self.epochs.append((time.perf_counter() - self._t0, self._batches))
+            self.validation.append(self._val)
+            self.checkpoints.append(self._ckpt)
+            self.collections.append(self._gc)
+            self._closed = True
 
     return EpochClock()
 
@@ -88,7 +142,7 @@ def train_overhead(preset: str, overrides: Optional[dict] = None, *, epochs: int
     from ..train.cli import _quiet_lightning
     from ..train.config import apply_overrides, load_preset
     from ..train.module import OperatorModule, make_adam
-    from ..train.run import _DataModule, _trainer, checkpoint_callbacks, prepare_run
+    from ..train.run import _DataModule, _trainer, background_checkpoints, checkpoint_callbacks, prepare_run
 
     cfg = load_preset(preset)
     dev = torch.device(device)
@@ -146,9 +200,19 @@ def train_overhead(preset: str, overrides: Optional[dict] = None, *, epochs: int
         out = Path(tmp)
         _quiet_lightning()
         trainer = _trainer(t, out, False, [*checkpoint_callbacks(out / "checkpoints", t), clock, bare_after])
-        trainer.fit(module, datamodule=_DataModule(bundle.datasets, t))
+        clock.watch_checkpoints(trainer)
+        gc.callbacks.append(clock.gc_event)
+        try:
+            trainer.fit(module, datamodule=_DataModule(bundle.datasets, t))
+        finally:
+            gc.callbacks.remove(clock.gc_event)
     epoch_s, steps = clock.epochs[-1]
     rec.update(epoch_seconds=epoch_s, steps=steps, epoch_seconds_all=[e[0] for e in clock.epochs])
+    # where the epoch's time outside its training steps went (each epoch; the figures are the last one's)
+    rec.update(validation_seconds=clock.validation[-1], validation_seconds_all=clock.validation,
+               checkpoint_seconds=clock.checkpoints[-1], checkpoint_seconds_all=clock.checkpoints,
+               checkpoint_writer="background" if background_checkpoints(t) else "in the training loop",
+               gc_seconds=clock.collections[-1], gc_seconds_all=clock.collections)
     bare_all = [statistics.median(ts) for ts in bare_after.results]
     rec["bare_step_seconds"] = bare_all[-1]
     rec["bare_step_seconds_all"] = bare_after.results[-1]

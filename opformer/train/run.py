@@ -20,6 +20,7 @@ import lightning as L
 import numpy as np
 import torch
 import yaml
+from lightning.pytorch.plugins.io import AsyncCheckpointIO
 from torch.utils.data import BatchSampler, DataLoader, Dataset
 
 from .. import __version__
@@ -49,7 +50,8 @@ def _is_rank_zero() -> bool:
 
 
 #: train fields that do not change a run's result (how many processes ran it, on what hardware)
-_HARDWARE = ("accelerator", "devices", "strategy", "num_nodes", "num_workers", "deterministic", "cuda_graphs")
+_HARDWARE = ("accelerator", "devices", "strategy", "num_nodes", "num_workers", "deterministic", "cuda_graphs",
+             "background_checkpoints")
 
 
 def _config_for_comparison(cfg: dict) -> dict:
@@ -260,14 +262,24 @@ class _IndexBatches(BatchSampler):
             self.sampler.set_epoch(epoch)
 
 
+def _uses_gpu(t) -> bool:
+    return t.accelerator in ("gpu", "cuda", "mps") or (
+        t.accelerator == "auto" and (torch.cuda.is_available() or torch.backends.mps.is_available()))
+
+
+def background_checkpoints(t) -> bool:
+    """Whether ``train.background_checkpoints`` writes the checkpoint files in a background thread (``auto``: when
+    the run will use a GPU)."""
+    on = t.background_checkpoints
+    return _uses_gpu(t) if on == "auto" else bool(on)
+
+
 def deterministic_mode(t) -> Union[str, bool]:
     """Lightning's ``deterministic`` for ``train.deterministic``: "warn" (deterministic kernels where torch has them,
     a warning where it has none) when on; ``auto`` is on unless the run will use a GPU."""
     on = t.deterministic
     if on == "auto":
-        gpu = t.accelerator in ("gpu", "cuda", "mps") or (
-            t.accelerator == "auto" and (torch.cuda.is_available() or torch.backends.mps.is_available()))
-        on = not gpu
+        on = not _uses_gpu(t)
     return "warn" if on else False
 
 
@@ -333,7 +345,9 @@ def _trainer(t, out: Path, progress: bool, callbacks: list, logger=True, **extra
         ]
         callbacks = callbacks + [FlushLoggersOnCheckpoint()]
     callbacks = callbacks + [StopOnRequest()]
-    plugins = [AtomicCheckpointIO()]
+    # the background writer copies the state on the training thread, then writes and fsyncs the file in its own
+    # thread (one write at a time, in order); Lightning waits for the last one when fit ends (its teardown)
+    plugins = [AsyncCheckpointIO(AtomicCheckpointIO()) if background_checkpoints(t) else AtomicCheckpointIO()]
     if progress:
         callbacks = callbacks + [L.pytorch.callbacks.TQDMProgressBar(refresh_rate=1)]
     elif logger:

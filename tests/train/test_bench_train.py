@@ -27,7 +27,15 @@ def test_bench_train_times_an_epoch_against_its_steps(tiny_config, tmp_path, cap
         assert rec["overhead_per_epoch"][0] == pytest.approx(
             rec["epoch_seconds_all"][0] / (rec["steps"] * rec["bare_step_seconds_per_epoch"][0]))
         assert 0 < rec["model_step_seconds"]
+        # where the rest went: every epoch validated and wrote its two checkpoints (best, last) inside its time
+        assert len(rec["validation_seconds_all"]) == len(rec["checkpoint_seconds_all"]) == 2
+        for e, v, c in zip(rec["epoch_seconds_all"], rec["validation_seconds_all"], rec["checkpoint_seconds_all"]):
+            assert v > 0 and c > 0 and v + c < e
+        assert rec["checkpoint_writer"] == "in the training loop"  # the CPU default
+        assert len(rec["gc_seconds_all"]) == 2 and all(0 <= g < e for g, e in zip(rec["gc_seconds_all"],
+                                                                                 rec["epoch_seconds_all"]))
     text = capsys.readouterr().out
+    assert "validation" in text and "checkpoints" in text
     assert text.count("overhead") >= 3 and "goal <= 1.25" in text
 
 

@@ -44,6 +44,68 @@ def test_train_writes_run_and_two_seeded_runs_agree(tiny_config, tmp_path):
     assert c["test_rel_l2"] != a["test_rel_l2"]  # the seed matters
 
 
+def test_background_checkpoints_write_the_same_files_and_resume(tiny_config, tmp_path, monkeypatch):
+    """With the background checkpoint writer (the default on a GPU, forced here on the CPU) a run ends with the
+    same metrics and the same checkpoint contents as with the writer in the training loop; a resume from its
+    last.ckpt continues it exactly; a write that fails in the background stops the run with that error."""
+    from lightning.pytorch.plugins.io import AsyncCheckpointIO
+
+    import opformer.train.run as run_module
+
+    made = []
+    real = run_module.AsyncCheckpointIO
+
+    def spy(*args, **kwargs):
+        made.append(real(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(run_module, "AsyncCheckpointIO", spy)
+    a = train(_cfg(tiny_config, background_checkpoints=False), tmp_path / "a", progress=False)
+    assert not made
+    b = train(_cfg(tiny_config, background_checkpoints=True), tmp_path / "b", progress=False)
+    assert made and all(isinstance(m, AsyncCheckpointIO) for m in made)
+    assert a["test_rel_l2"] == b["test_rel_l2"] and a["val_rel_l2"] == b["val_rel_l2"]
+    for name in ("best.ckpt", "last.ckpt"):
+        ca, cb = (torch.load(tmp_path / r / "checkpoints" / name, weights_only=True) for r in "ab")
+        assert ca["epoch"] == cb["epoch"] and ca["global_step"] == cb["global_step"]
+        for key, value in ca["state_dict"].items():
+            assert torch.equal(value, cb["state_dict"][key]), (name, key)
+    assert not list((tmp_path / "b").rglob("*.tmp")), "a temporary file was left behind"
+    auto = run_module.resolve(_cfg(tiny_config)).train  # the default, auto: on when the run will use a GPU
+    assert run_module.background_checkpoints(auto) is torch.cuda.is_available()
+
+    # stopped (as by SIGTERM) after its second epoch, the run's last.ckpt is complete once train() has returned,
+    # and a resume from it ends as the uninterrupted run did
+    from opformer import interrupt
+    from opformer.train.module import OperatorModule
+
+    end_of_epoch = OperatorModule.on_train_epoch_end
+
+    def stop_after_epoch_1(self):
+        end_of_epoch(self)
+        if self.current_epoch == 1:
+            interrupt._STOP.set()  # what the SIGTERM handler sets; the run stops before its next batch
+
+    monkeypatch.setattr(OperatorModule, "on_train_epoch_end", stop_after_epoch_1)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            train(_cfg(tiny_config, background_checkpoints=True), tmp_path / "c", progress=False)
+    finally:
+        interrupt.clear_stop()
+    monkeypatch.setattr(OperatorModule, "on_train_epoch_end", end_of_epoch)
+    assert torch.load(tmp_path / "c" / "checkpoints" / "last.ckpt", weights_only=True)["epoch"] == 1
+    c = train(_cfg(tiny_config, background_checkpoints=True), tmp_path / "c", resume=True, progress=False)
+    assert c["test_rel_l2"] == a["test_rel_l2"]
+
+    # a write that fails in the writer's thread ends the run with its error (not a silent missing checkpoint)
+    def full_disk(self, checkpoint, path, storage_options=None):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(run_module.AtomicCheckpointIO, "save_checkpoint", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        train(_cfg(tiny_config, background_checkpoints=True), tmp_path / "d", progress=False)
+
+
 def test_the_end_of_run_dropout_check(tiny_config, tmp_path, monkeypatch, capsys):
     """A network with dropout gets its final validation error with dropout off (the last epoch's figure) and on
     (different: the masks act), a note when dropout on is the better one, and no check without dropout."""
