@@ -71,7 +71,8 @@ class EncoderConfig:
     ``kind``: galerkin | fourier | softmax | linear.  ``norm_scheme``: "galerkin" (Ln inside the attention, eq. 4) or
     "regular" (post-LN, eq. 7).  ``scale``: None, "sqrt" (1/sqrt(d_head + pos_dim)) or a number, multiplying the
     attention product.  ``dim_feedforward`` None means 2 * d_model.  ``dropout`` is the residual-branch dropout,
-    ``ffn_dropout`` the one inside the FFN (None: same as ``dropout``), ``attn_dropout`` the one on the attention
+    ``ffn_dropout`` the one inside the FFN and ``attn_branch_dropout`` the one on the attention branch's output (None:
+    same as ``dropout``), ``attn_dropout`` the one on the attention
     matrix; ``reference_attn_dropout`` reproduces the reference's always-on p=0.5 attention dropout (ablation only).
     ``fourier_order``: "auto" evaluates Fourier attention as Q (K^T V) where that is cheaper (the same product, see
     :func:`opformer.nn.fourier_attention`), "quadratic" always forms the n x n matrix.
@@ -86,6 +87,7 @@ class EncoderConfig:
     activation: str = "relu"
     dropout: float = 0.0
     ffn_dropout: Optional[float] = None
+    attn_branch_dropout: Optional[float] = None
     attn_dropout: float = 0.0
     reference_attn_dropout: bool = False
     norm_eps: float = 1e-5
@@ -110,6 +112,9 @@ class EncoderConfig:
         "activation": "activation of the encoder's FFN: relu, gelu or silu",
         "dropout": "dropout on the encoder's residual branches (attention and FFN outputs), in [0, 1)",
         "ffn_dropout": "dropout inside the encoder's FFN, after its activation (null: the same as dropout)",
+        "attn_branch_dropout": "dropout on the attention branch's output before its residual sum (null: the same "
+                               "as dropout; 0 keeps the FFN's dropouts and removes the one that can make a network "
+                               "rely on its dropout noise, docs/models.md)",
         "attn_dropout": "dropout on the attention matrix (n x n for fourier and softmax, d x d for galerkin and "
                         "linear)",
         "reference_attn_dropout": "reproduce the reference code's always-on p=0.5 attention dropout, in eval too "
@@ -147,6 +152,8 @@ class EncoderConfig:
         _rate("attn_dropout", self.attn_dropout)
         if self.ffn_dropout is not None:
             _rate("ffn_dropout", self.ffn_dropout)
+        if self.attn_branch_dropout is not None:
+            _rate("attn_branch_dropout", self.attn_branch_dropout)
         if not (self.scale is None or self.scale == "sqrt" or isinstance(self.scale, (int, float))):
             raise ValueError(f"scale must be None, 'sqrt' or a number, got {self.scale!r}")
         if not (isinstance(self.norm_eps, (int, float)) and self.norm_eps > 0):
@@ -165,6 +172,7 @@ class EncoderConfig:
             dropout=self.dropout,
             attn_dropout=self.attn_dropout,
             ffn_dropout=self.ffn_dropout,
+            attn_branch_dropout=self.attn_branch_dropout,
             activation=self.activation,
             norm_eps=self.norm_eps,
             init=self.init,

@@ -132,6 +132,7 @@ class EncoderLayer(nn.Module):
         dropout: float = 0.0,
         attn_dropout: float = 0.0,
         ffn_dropout: Optional[float] = None,
+        attn_branch_dropout: Optional[float] = None,
         activation: str = "relu",
         norm_eps: float = 1e-5,
         conditioned: bool = False,
@@ -155,7 +156,8 @@ class EncoderLayer(nn.Module):
             **attn_kwargs,
         )
         self.ffn = FeedForward(d_model, dim_feedforward, dropout if ffn_dropout is None else ffn_dropout, activation)
-        self.drop1, self.drop2 = nn.Dropout(dropout), nn.Dropout(dropout)
+        self.drop1 = nn.Dropout(dropout if attn_branch_dropout is None else attn_branch_dropout)  # attention branch
+        self.drop2 = nn.Dropout(dropout)  # FFN branch
         self.conditioned = bool(conditioned)
         if norm_scheme in ("regular", "pre"):  # with conditioning these norms are the lead-time conditioned ones
             norm = ConditionalLayerNorm if conditioned else nn.LayerNorm

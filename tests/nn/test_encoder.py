@@ -115,6 +115,39 @@ def test_one_dropout_switched_on_in_an_evaluating_layer_acts_alone(scheme, which
     module.eval()
     torch.testing.assert_close(layer(x, pos), off, rtol=0, atol=0)
 
+@pytest.mark.parametrize("scheme", ["galerkin", "regular"])
+def test_attention_branch_dropout_zero_keeps_only_the_ffn_dropouts(scheme):
+    """``attn_branch_dropout=0`` with ``dropout`` p: a training layer is the same function, mask for mask, as the
+    layer with dropout p whose attention-branch dropout alone is switched off; None follows ``dropout``."""
+    torch.manual_seed(0)
+    a = EncoderLayer(16, 2, "galerkin", 32, pos_dim=1, norm_scheme=scheme, dropout=0.3,
+                     attn_branch_dropout=0.0).double().train()
+    b = EncoderLayer(16, 2, "galerkin", 32, pos_dim=1, norm_scheme=scheme, dropout=0.3).double().train()
+    b.load_state_dict(a.state_dict())
+    assert a.drop1.p == 0.0 and a.drop2.p == a.ffn.net[2].p == 0.3 and b.drop1.p == 0.3
+    b.drop1.eval()
+    x, pos = torch.randn(2, 24, 16, dtype=torch.float64), torch.rand(1, 24, 1, dtype=torch.float64)
+    torch.manual_seed(1)
+    ya = a(x, pos)
+    torch.manual_seed(1)
+    yb = b(x, pos)
+    torch.testing.assert_close(ya, yb, rtol=0, atol=0)
+    torch.manual_seed(2)
+    assert not torch.allclose(a(x, pos), ya)  # the FFN's dropouts still act
+
+
+def test_attention_branch_dropout_is_a_model_field_checked_like_the_others():
+    from opformer.models import MODEL_PRESETS, build_model
+
+    cfg = {**MODEL_PRESETS["burgers-gt"], "d_model": 16, "dropout": 0.1}
+    model = build_model({**cfg, "attn_branch_dropout": 0.0})
+    assert model.to_config()["attn_branch_dropout"] == 0.0  # travels with a saved model
+    assert all(layer.drop1.p == 0.0 and layer.drop2.p == 0.1 for layer in model.encoder.layers)
+    assert all(layer.drop1.p == 0.1 for layer in build_model(cfg).encoder.layers)
+    with pytest.raises(ValueError, match="attn_branch_dropout"):
+        build_model({**cfg, "attn_branch_dropout": 1.5})
+
+
 @pytest.mark.parametrize("kind", ["galerkin", "fourier"])
 def test_torch_compile_matches_eager(kind):
     torch.manual_seed(0)
