@@ -115,6 +115,7 @@ def test_one_dropout_switched_on_in_an_evaluating_layer_acts_alone(scheme, which
     module.eval()
     torch.testing.assert_close(layer(x, pos), off, rtol=0, atol=0)
 
+
 @pytest.mark.parametrize("scheme", ["galerkin", "regular"])
 def test_attention_branch_dropout_zero_keeps_only_the_ffn_dropouts(scheme):
     """``attn_branch_dropout=0`` with ``dropout`` p: a training layer is the same function, mask for mask, as the
