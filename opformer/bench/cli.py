@@ -249,6 +249,8 @@ def cmd_train(args) -> int:
     print(f"# {gpu}{info.get('cpu', '')}; torch {torch.__version__}, {torch.get_num_threads()} threads; "
           f"load {measure.loadavg()}")
     print("# overhead = epoch (training + validation + checkpoints) / (steps x bare optimizer step); goal <= 1.25")
+    print("# bare step: the median of bare steps timed " + ("after each epoch" if args.device == "cuda" else
+          "between the epoch's own steps (their time taken out of the epoch's)"))
     records = []
     for preset, over in cases:
         try:
@@ -330,7 +332,8 @@ def register(subparsers) -> argparse.ArgumentParser:
                         "darcy-gt-cpu:data=d17.h5,n_train=900,n_val=50")
     t.add_argument("--set", nargs="+", default=[], metavar="FIELD=VALUE", help="overrides for every case")
     t.add_argument("--epochs", type=int, default=2, help="epochs run; the last one is timed (default 2)")
-    t.add_argument("--repeats", type=int, default=10, help="bare steps timed before and after the epochs each")
+    t.add_argument("--repeats", type=int, default=10, help="bare steps timed in each epoch (on the CPU, between its "
+                   "steps) and after it")
     t.add_argument("--warmup", type=int, default=3)
     t.add_argument("--threads", type=int, default=None, help="torch threads (default: the CPUs this process may use)")
     t.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where the trainer and the bare steps run "

@@ -15,9 +15,14 @@ writes as the training loop waits for them (``checkpoint_seconds``; with the bac
 GPU, only the copy of the state), and the time the Python garbage collector ran within it (``gc_seconds``).
 
 ``overhead = epoch / (steps × bare step)``, where steps is the number of training batches of the epoch.  The bare
-steps are timed on the training batches' shape, on a copy of the operator, right after every epoch (the median of
-``repeats``), so that an epoch and the bare steps it is divided by see the same machine load; the ratio of every epoch
-is recorded, the figure is the last one's.  The model's share is reported too: one forward + backward of the network
+steps are timed on the training batches' shape, on a copy of the operator.  On the CPU they are interleaved with the
+epoch's own steps: after every k-th training step one bare step is timed (about ``repeats`` an epoch) and its time
+is taken out of the epoch's, so that the epoch and the bare step it is divided by are sampled over the same seconds
+of the machine's load (on a shared machine the median of bare steps timed after an epoch drifted by up to 50 % from
+one epoch to the next).  The bare step of an epoch is the median of its interleaved ones.  On a GPU the bare steps
+are timed right after every epoch only (``repeats`` of them): a synchronising probe inside the epoch would stall the
+trainer's queued work, which is what is measured there.  The after-epoch timings are recorded on the CPU too
+(``bare_step_seconds_after_per_epoch``); the ratio of every epoch is recorded, the figure is the last one's.  The model's share is reported too: one forward + backward of the network
 alone (``operator.model``) on already normalized inputs.
 """
 
@@ -52,7 +57,11 @@ def _epoch_clock():
             self.checkpoints: list[float] = []
             self.collections: list[float] = []
             self._val = self._ckpt = self._gc = 0.0
-            self._closed = False  # between this callback's epoch end and the next epoch's start
+            self._closed = False
+            # interleaved bare steps: `probe()` returns step times; called after every `_every`-th training step,
+            # its wall time is taken out of the epoch's; `probes` holds each epoch's step times
+            self.probe, self.probes_per_epoch, self.probes = None, 0, []
+            self._every, self._excluded, self._probed = 0, 0.0, []  # between this callback's epoch end and the next epoch's start
             self._gc_t0 = None
 
         def gc_event(self, phase: str, info: dict) -> None:
@@ -84,11 +93,20 @@ def _epoch_clock():
             trainer.save_checkpoint = timed
 
         def on_train_epoch_start(self, trainer, pl_module):
-            self._t0, self._batches, self._val, self._ckpt, self._gc = time.perf_counter(), 0, 0.0, 0.0, 0.0
             self._closed = False
+            self._excluded, self._probed = 0.0, []
+            if self.probe is not None:
+                steps = trainer.num_training_batches
+                finite = isinstance(steps, int) and steps > 0
+                self._every = max(1, steps // max(1, self.probes_per_epoch)) if finite else 1
+            self._t0, self._batches, self._val, self._ckpt, self._gc = time.perf_counter(), 0, 0.0, 0.0, 0.0
 
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
             self._batches += 1
+            if self.probe is not None and self._batches % self._every == 0:
+                t0 = time.perf_counter()
+                self._probed.extend(self.probe())
+                self._excluded += time.perf_counter() - t0
 
         def on_validation_epoch_start(self, trainer, pl_module):
             self._v0 = time.perf_counter()
@@ -97,7 +115,8 @@ def _epoch_clock():
             self._val += time.perf_counter() - self._v0
 
         def on_train_epoch_end(self, trainer, pl_module):
-            self.epochs.append((time.perf_counter() - self._t0, self._batches))
+            self.epochs.append((time.perf_counter() - self._t0 - self._excluded, self._batches))
+            self.probes.append(self._probed)
             self.validation.append(self._val)
             self.checkpoints.append(self._ckpt)
             self.collections.append(self._gc)
@@ -195,6 +214,9 @@ def train_overhead(preset: str, overrides: Optional[dict] = None, *, epochs: int
     # the real trainer, as opformer train builds it
     module = OperatorModule(run, operator, artifact)
     clock = _epoch_clock()
+    if not gpu:  # bare steps interleaved with the epoch's (see the module docstring); warmed up first
+        _time(bare, 0, warmup)
+        clock.probe, clock.probes_per_epoch = (lambda: _time(bare, 1, 0)), repeats
     bare_after = _after_each_epoch(lambda first: _time(bare, repeats, warmup if first else 1, sync))
     with tempfile.TemporaryDirectory(prefix="opformer-bench-train-") as tmp:
         out = Path(tmp)
@@ -213,9 +235,16 @@ def train_overhead(preset: str, overrides: Optional[dict] = None, *, epochs: int
                checkpoint_seconds=clock.checkpoints[-1], checkpoint_seconds_all=clock.checkpoints,
                checkpoint_writer="background" if background_checkpoints(t) else "in the training loop",
                gc_seconds=clock.collections[-1], gc_seconds_all=clock.collections)
-    bare_all = [statistics.median(ts) for ts in bare_after.results]
+    after = [statistics.median(ts) for ts in bare_after.results]
+    rec["bare_step_seconds_after_per_epoch"] = after
+    if gpu:
+        rec["bare_steps"] = "after each epoch"
+        bare_all, rec["bare_step_seconds_all"] = after, bare_after.results[-1]
+    else:
+        rec["bare_steps"] = "interleaved"
+        bare_all = [statistics.median(ts) for ts in clock.probes]
+        rec["bare_step_seconds_all"] = clock.probes[-1]
     rec["bare_step_seconds"] = bare_all[-1]
-    rec["bare_step_seconds_all"] = bare_after.results[-1]
     rec["bare_step_seconds_per_epoch"] = bare_all
     try:
         rec["model_step_seconds"] = statistics.median(_time(net, repeats, warmup, sync))

@@ -19,8 +19,11 @@ def test_bench_train_times_an_epoch_against_its_steps(tiny_config, tmp_path, cap
     assert a["n_train"] == 24 and b["n_train"] == 16 and b["batch"] == 8
     for rec in (a, b):
         assert len(rec["epoch_seconds_all"]) == 2 and rec["epoch_seconds"] == rec["epoch_seconds_all"][-1]
-        # the bare steps are timed after every epoch (2 repeats each); every epoch gets its own ratio
+        # on the CPU the bare steps are timed between the epoch's own steps (about 2 an epoch: after every
+        # steps // 2-th step) and after every epoch (2 repeats each); every epoch gets its own ratio
+        assert rec["bare_steps"] == "interleaved"
         assert rec["bare_step_seconds"] > 0 and len(rec["bare_step_seconds_all"]) == 2
+        assert len(rec["bare_step_seconds_after_per_epoch"]) == 2
         assert len(rec["bare_step_seconds_per_epoch"]) == 2 and len(rec["overhead_per_epoch"]) == 2
         assert rec["bare_step_seconds"] == rec["bare_step_seconds_per_epoch"][-1]
         assert rec["overhead"] == pytest.approx(rec["epoch_seconds"] / (rec["steps"] * rec["bare_step_seconds"]))
@@ -37,6 +40,35 @@ def test_bench_train_times_an_epoch_against_its_steps(tiny_config, tmp_path, cap
     text = capsys.readouterr().out
     assert "validation" in text and "checkpoints" in text
     assert text.count("overhead") >= 3 and "goal <= 1.25" in text
+
+
+def test_the_interleaved_bare_steps_are_taken_out_of_the_epoch(monkeypatch):
+    """The epoch clock calls its probe after every k-th training step (k = steps // probes_per_epoch) and does not
+    count the probe's time in the epoch: a probe that sleeps 50 ms in an epoch of 8 near-instant steps."""
+    import time
+    from types import SimpleNamespace
+
+    from opformer.bench.train import _epoch_clock
+
+    clock = _epoch_clock()
+    calls = []
+
+    def probe():
+        calls.append(1)
+        time.sleep(0.05)
+        return [0.05]
+
+    clock.probe, clock.probes_per_epoch = probe, 4
+    trainer = SimpleNamespace(num_training_batches=8)
+    for _epoch in range(2):
+        clock.on_train_epoch_start(trainer, None)
+        for i in range(8):
+            clock.on_train_batch_end(trainer, None, None, None, i)
+        clock.on_train_epoch_end(trainer, None)
+    assert len(calls) == 8  # after steps 2, 4, 6 and 8 of each epoch
+    assert clock.probes == [[0.05] * 4, [0.05] * 4]
+    for seconds, batches in clock.epochs:
+        assert batches == 8 and 0 <= seconds < 0.05  # 0.2 s of probes were left out
 
 
 def test_bench_train_refuses_a_malformed_case(tiny_config, capsys):
