@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from . import burgers, darcy, grf
 from .errors import DataError
-from .generate import BURGERS_R10, DARCY_R421, compute_samples, default_recipe, ensure_dataset, generate_dataset, make_recipe
+from .generate import BURGERS_R10, DARCY_R421, check_dataset, compute_samples, default_recipe, ensure_dataset, generate_dataset, make_recipe
 from .storage import read_header
 
 __all__ = [
@@ -22,6 +22,7 @@ __all__ = [
     "make_recipe",
     "compute_samples",
     "generate_dataset",
+    "check_dataset",
     "ensure_dataset",
     "read_header",
     "burgers",

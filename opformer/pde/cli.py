@@ -26,7 +26,7 @@ from pathlib import Path
 
 from .errors import DataError
 from ..interrupt import request_stop
-from .generate import BURGERS_R10, DARCY_R421, NS_FNO, RECIPES, SHEAR_LAYER, generate_dataset, make_recipe
+from .generate import BURGERS_R10, DARCY_R421, NS_FNO, RECIPES, SHEAR_LAYER, check_dataset, generate_dataset, make_recipe
 
 __all__ = ["register", "main"]
 
@@ -143,6 +143,11 @@ def _generate(args, recipe: dict) -> int:
               file=sys.stderr)
         return 130
     print(f"wrote {path}")
+    try:
+        for message in check_dataset(path):
+            print(f"warning: {message}", file=sys.stderr)
+    except DataError as exc:
+        print(f"warning: {path}: the samples were not checked ({exc})", file=sys.stderr)
     return 0
 
 
@@ -271,6 +276,8 @@ def _run_info(args) -> int:
         print(f"{name}: {h['problem']}, samples [{h['start']}, {h['stop']}) of {h['n_samples']}, "
               f"{h['n_done']}/{total} written ({state}), opformer {h['opformer_version']}")
         print("  recipe: " + json.dumps(h["recipe"], sort_keys=True))
+        for message in check_dataset(name):
+            print(f"  warning: {message.split(': ', 1)[1]}")
     return status
 
 

@@ -35,6 +35,7 @@ __all__ = [
     "node_to_cell",
     "piececonst_coefficient",
     "piececonst_sample",
+    "wrong_sign_samples",
     "pool_nanmean",
 ]
 
@@ -241,6 +242,22 @@ def piececonst_sample(
     else:
         raise DataError(f"darcy: grid must be 'cell' or 'node', found {grid!r}")
     return coeff, sol
+
+
+def wrong_sign_samples(sol, tol: float = 0.1) -> np.ndarray:
+    """Indices of the samples ``sol`` (``(N, n, n)``) whose solution has the wrong sign for f > 0.
+
+    With f > 0 and a > 0, -div(a grad u) = f with u = 0 on the wall gives u >= 0 everywhere (the maximum
+    principle).  The piececonst recipe on the cell grid resamples a by splines, whose overshoot at a jump next to a
+    wall can make node values of a negative; the system is then indefinite, and now and then nearly singular, and
+    its solution is not the flow through any medium: large and of either sign.  A sample counts when
+    ``min u < -tol * max |u|`` (the splines' own undershoot next to the wall is about 2 % of max |u| at 17^2-64^2).
+    """
+    sol = np.asarray(sol, dtype=np.float64)
+    if sol.ndim < 2:
+        raise DataError(f"wrong_sign_samples: expected (N, n, n) solutions, found shape {sol.shape}")
+    flat = sol.reshape(len(sol), -1)
+    return np.flatnonzero(flat.min(axis=1) < -tol * np.abs(flat).max(axis=1))
 
 
 def pool_nanmean(v, kernel: int) -> np.ndarray:

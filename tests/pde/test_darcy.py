@@ -127,6 +127,20 @@ def test_piececonst_node_grid_variant_solves_on_the_thresholded_nodes():
     assert np.all(sol[0] == 0)
 
 
+def test_wrong_sign_solutions_of_the_cell_recipe_are_found():
+    """Sample 533 of the 17^2 training stream: the splines take the coefficient to -22 next to a wall, and the
+    solution is negative and 90x the usual size.  The same coefficient solved on the node grid (no splines, a > 0:
+    an M-matrix) is >= 0, as the maximum principle says, and is not flagged; nor is an ordinary sample."""
+    coeff, sol = darcy.piececonst_sample(17, sample_rng(0, 533))
+    assert darcy.cell_to_node(coeff).min() < 0 and sol.min() < -1.0
+    node = darcy.solve(coeff, 1.0)
+    assert node.min() >= 0 and 0.005 < node.max() < 0.03
+    ordinary = darcy.piececonst_sample(17, sample_rng(0, 0))[1]
+    assert list(darcy.wrong_sign_samples(np.stack([ordinary, sol, node, -node]))) == [1, 3]
+    with pytest.raises(DataError, match="expected"):
+        darcy.wrong_sign_samples(np.zeros(3))
+
+
 def test_nan_padded_mean_pooling_sizes_and_values():
     assert darcy.pool_nanmean(np.zeros((421, 421)), 3).shape == (141, 141)
     assert darcy.pool_nanmean(np.zeros((141, 141)), 4).shape == (36, 36)

@@ -26,6 +26,23 @@ def test_burgers_command_writes_the_requested_recipe(tmp_path, capsys):
     assert _run(argv) == 0  # a complete file with the same recipe: nothing to do
 
 
+def test_darcy_command_and_info_report_wrong_sign_samples(tmp_path, capsys):
+    """Samples 530-535 of a 17^2 cell-recipe set hold sample 533, whose solution has the wrong sign: generation
+    warns (the file is still written) and `data info` says so; the node-grid recipe of the same range does not."""
+    out, node = tmp_path / "d17.h5", tmp_path / "d17node.h5"
+    common = ["data", "darcy", "--samples", "1000", "--resolution", "17", "--start", "530", "--stop", "536",
+              "--workers", "1", "--no-progress"]
+    assert _run([*common, "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "1 of 6 samples have a solution of the wrong sign" in err and "samples 533" in err and "--grid node" in err
+    assert _run(["data", "info", str(out)]) == 0
+    assert "samples 533" in capsys.readouterr().out
+    assert _run([*common, "--grid", "node", "--out", str(node)]) == 0
+    assert "wrong sign" not in capsys.readouterr().err
+    assert _run(["data", "info", str(node)]) == 0
+    assert "wrong sign" not in capsys.readouterr().out
+
+
 def test_darcy_command_shards_and_split(tmp_path):
     common = ["data", "darcy", "--samples", "4", "--resolution", "13", "--workers", "2", "--split", "test", "--no-progress"]
     assert _run(common + ["--out", str(tmp_path / "d0.h5"), "--start", "0", "--stop", "2"]) == 0
