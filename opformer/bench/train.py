@@ -22,8 +22,9 @@ of the machine's load (on a shared machine the median of bare steps timed after 
 one epoch to the next).  The bare step of an epoch is the median of its interleaved ones.  On a GPU the bare steps
 are timed right after every epoch only (``repeats`` of them): a synchronising probe inside the epoch would stall the
 trainer's queued work, which is what is measured there.  The after-epoch timings are recorded on the CPU too
-(``bare_step_seconds_after_per_epoch``); the ratio of every epoch is recorded, the figure is the last one's.  The model's share is reported too: one forward + backward of the network
-alone (``operator.model``) on already normalized inputs.
+(``bare_step_seconds_after_per_epoch``); the ratio of every epoch is recorded, the figure is the last one's.  The
+model's share is reported too: one forward + backward of the network alone (``operator.model``) on already
+normalized inputs.
 """
 
 from __future__ import annotations
@@ -57,11 +58,11 @@ def _epoch_clock():
             self.checkpoints: list[float] = []
             self.collections: list[float] = []
             self._val = self._ckpt = self._gc = 0.0
-            self._closed = False
+            self._closed = False  # between this callback's epoch end and the next epoch's start
             # interleaved bare steps: `probe()` returns step times; called after every `_every`-th training step,
             # its wall time is taken out of the epoch's; `probes` holds each epoch's step times
             self.probe, self.probes_per_epoch, self.probes = None, 0, []
-            self._every, self._excluded, self._probed = 0, 0.0, []  # between this callback's epoch end and the next epoch's start
+            self._every, self._excluded, self._probed = 0, 0.0, []
             self._gc_t0 = None
 
         def gc_event(self, phase: str, info: dict) -> None:

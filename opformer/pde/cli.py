@@ -145,7 +145,7 @@ def _generate(args, recipe: dict) -> int:
     print(f"wrote {path}")
     try:
         for message in check_dataset(path):
-            print(f"warning: {message}", file=sys.stderr)
+            print(f"warning: {path}: {message}", file=sys.stderr)
     except DataError as exc:
         print(f"warning: {path}: the samples were not checked ({exc})", file=sys.stderr)
     return 0
@@ -277,7 +277,7 @@ def _run_info(args) -> int:
               f"{h['n_done']}/{total} written ({state}), opformer {h['opformer_version']}")
         print("  recipe: " + json.dumps(h["recipe"], sort_keys=True))
         for message in check_dataset(name):
-            print(f"  warning: {message.split(': ', 1)[1]}")
+            print(f"  warning: {message}")
     return status
 
 

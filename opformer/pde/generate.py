@@ -538,7 +538,7 @@ def generate_dataset(
 
 def check_dataset(path: str | os.PathLike, block: int = 256) -> list[str]:
     """Physical checks of the finished samples of an opformer data file; returns one message per finding (empty:
-    nothing found).  Darcy with f > 0: the samples whose solution has the wrong sign
+    nothing found), without the file's name.  Darcy with f > 0: the samples whose solution has the wrong sign
     (:func:`opformer.pde.darcy.wrong_sign_samples`), which the cell recipe's spline resampling produces now and
     then on coarse grids."""
     import h5py
@@ -560,7 +560,7 @@ def check_dataset(path: str | os.PathLike, block: int = 256) -> list[str]:
     cause = (": the cell recipe's spline resampling made the coefficient negative next to a wall (kept, as the "
              "original recipe keeps them; --grid node has no splines; docs/data.md)" if recipe.get("grid") == "cell"
              else "")
-    return [f"{path}: {len(bad)} of {header['n_done']} samples have a solution of the wrong sign (min u < -0.1 "
+    return [f"{len(bad)} of {header['n_done']} samples have a solution of the wrong sign (min u < -0.1 "
             f"max |u| although f > 0), samples {shown}{cause}"]
 
 
