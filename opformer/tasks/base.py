@@ -60,6 +60,7 @@ class Bundle:
     target_grid: tuple
     files: dict = dataclasses.field(default_factory=dict)
     info: dict = dataclasses.field(default_factory=dict)  # JSON-able facts stored with the model (e.g. the times)
+    warnings: list = dataclasses.field(default_factory=list)  # one line per finding of the task's own data checks
 
 
 def run_network(model: nn.Module, x: Tensor, coords: Tensor, lead_time: Optional[Tensor] = None) -> Tensor:

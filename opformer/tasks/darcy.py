@@ -43,6 +43,31 @@ def coords_2d(x: np.ndarray) -> np.ndarray:
 MIN_SIDE = 3
 
 
+def wrong_sign_warnings(train_src, test_src, idx: dict, solutions: dict, show: int = 10) -> list[str]:
+    """One line per split whose Darcy solutions ``solutions[split]`` (``(N, n, n)``, any stride) have the wrong sign
+    for the recipe's f > 0 (:func:`opformer.pde.darcy.wrong_sign_samples`), for opformer files only: another file's
+    source term may have either sign.  Names positions within the split and the file's sample numbers."""
+    from ..pde.darcy import wrong_sign_samples
+
+    lines = []
+    for split, sol in solutions.items():
+        src = test_src if split == "test" else train_src
+        recipe = src.recipe or {}
+        if recipe.get("problem") != "darcy" or not float(recipe.get("f", 1.0)) > 0:
+            continue
+        bad = [int(i) for i in wrong_sign_samples(sol)]
+        if not bad:
+            continue
+        more = ", ..." if len(bad) > show else ""
+        where = ", ".join(map(str, bad[:show])) + more
+        numbers = ", ".join(str(src.first_index + int(idx[split][i])) for i in bad[:show]) + more
+        lines.append(f"{split} split, samples {where} ({len(bad)} of {len(sol)}; samples {numbers} of "
+                     f"{src.describe()}): the solution u has the wrong sign (min u < -0.1 max |u| although the "
+                     "recipe's f > 0), a spline artefact of the cell recipe on coarse grids, kept as the recipe "
+                     "keeps them (docs/data.md)")
+    return lines
+
+
 def open_square(task, data, files):
     """Sources, keys, the stored side n, its grid and kind, and the stride to ``data.resolution``."""
     keys, train_src, test_src, grid = open_pair(data, task.default_keys, files, 2)
@@ -163,8 +188,11 @@ class DarcyTask(Task):
                 normalizers.setdefault(role, UnitGaussianNormalizer.fit(tr[role], kind=kind, axes=[x[::s]] * 2))
         xs = x[::s]
         datasets = {split: FieldDataset(arrays[split], {"coords": coords_2d(xs)}) for split in splits}
+        warnings = wrong_sign_warnings(train_src, test_src, idx,
+                                       {split: arrays[split]["target"][..., 0] for split in splits})
         return Bundle(datasets, normalizers, kind, (len(xs),) * 2, (len(xs),) * 2,
-                      {"train": str(files["train"]), "test": str(files.get("test") or files["train"])})
+                      {"train": str(files["train"]), "test": str(files.get("test") or files["train"])},
+                      warnings=warnings)
 
     def fit_model(self, model_cfg, bundle, explicit):
         """Also: a model that zeroes the outer ring of its output (``boundary: dirichlet``, the attention presets) keeps

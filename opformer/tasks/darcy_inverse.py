@@ -20,7 +20,7 @@ from ..data.datasets import FieldDataset, SplitArrays, UnitGaussianNormalizer, s
 from ..pde.darcy import pool_nanmean
 from ..pde.errors import DataError
 from .base import Bundle, Task, model_table, register_task, split_indices
-from .darcy import SCALABLE_2D, DarcyTask, coords_2d, open_square
+from .darcy import SCALABLE_2D, DarcyTask, coords_2d, open_square, wrong_sign_warnings
 
 
 @dataclasses.dataclass
@@ -59,6 +59,8 @@ class DarcyInverseTask(Task):
         normalizers = dict(normalizers or {})
         if "input" not in normalizers:
             normalizers["input"] = UnitGaussianNormalizer.fit(arrays.train()["input"], kind=kind, axes=[x[::s]] * 2)
+        warnings = wrong_sign_warnings(train_src, test_src, idx,  # on the clean solutions, before any noise
+                                       {split: arrays[split]["input"][..., 0] for split in splits})
         if options.noise > 0:
             norm = normalizers["input"]
             nf = arrays[splits[0]]["input"].shape[1]
@@ -77,7 +79,8 @@ class DarcyInverseTask(Task):
             raise DataError(f"--coarse-factor {k} leaves a target grid of {len(xc)} point(s); choose a smaller one")
         datasets = {split: FieldDataset(arrays[split], {"coords": coords_2d(xs)}) for split in splits}
         return Bundle(datasets, normalizers, kind, (len(xs),) * 2, (len(xc),) * 2,
-                      {"train": str(files["train"]), "test": str(files.get("test") or files["train"])})
+                      {"train": str(files["train"]), "test": str(files.get("test") or files["train"])},
+                      warnings=warnings)
 
 
 register_task(DarcyInverseTask())

@@ -403,7 +403,7 @@ def prepare_run(cfg: dict, explicit: frozenset = frozenset(), progress: bool = T
     files = ensure_files(run.task, run.data, run.options)
     bundle = run.task.load(run.data, run.options, files)
     if _is_rank_zero():  # the same data on every rank: say it once
-        for line in suspicious_samples(bundle.datasets):
+        for line in suspicious_samples(bundle.datasets) + list(bundle.warnings):
             warnings.warn(f"data: {line}", stacklevel=2)
     run.task.check_augment(run.train.augment, bundle)
     n_train = len(bundle.datasets["train"])
