@@ -533,27 +533,58 @@ def generate_dataset(
         finally:
             bar.close()
             clear_stop()  # a stop request ends this generation only
-        return writer.finish()
+        return writer.finish(_summary(recipe, start))
 
 
-def check_dataset(path: str | os.PathLike, block: int = 256) -> list[str]:
+#: the most bytes of solutions the wrong-sign check reads at a time (in float64)
+_CHECK_BYTES = 64 << 20
+#: the tolerance of :func:`opformer.pde.darcy.wrong_sign_samples` the stored findings were made with
+_WRONG_SIGN_TOL = 0.1
+
+
+def _wrong_sign_in(h5, start: int) -> list[int]:
+    """The sample numbers (``start`` + row) of the finished rows of the open file ``h5`` whose Darcy solution has
+    the wrong sign, read in blocks of at most :data:`_CHECK_BYTES`."""
+    done, sol = h5["done"], h5["sol"]
+    block = max(1, _CHECK_BYTES // max(1, 8 * math.prod(sol.shape[1:])))
+    bad: list[int] = []
+    for lo in range(0, sol.shape[0], block):
+        rows = np.flatnonzero(done[lo : lo + block]) + lo
+        if len(rows):
+            bad.extend(int(start + rows[i]) for i in darcy.wrong_sign_samples(sol[rows], tol=_WRONG_SIGN_TOL))
+    return bad
+
+
+def _checked(recipe: dict) -> bool:
+    """Whether :func:`check_dataset` has a physical check for data of ``recipe`` (Darcy with f > 0)."""
+    return recipe.get("problem") == "darcy" and float(recipe.get("f", 1.0)) > 0
+
+
+def _summary(recipe: dict, start: int):
+    """The ``summarize`` of :meth:`ShardWriter.finish` for ``recipe``: the checks' findings, stored with the file."""
+    if not _checked(recipe):
+        return None
+    return lambda h5: {"wrong_sign": _wrong_sign_in(h5, start), "wrong_sign_tol": _WRONG_SIGN_TOL}
+
+
+def check_dataset(path: str | os.PathLike) -> list[str]:
     """Physical checks of the finished samples of an opformer data file; returns one message per finding (empty:
     nothing found), without the file's name.  Darcy with f > 0: the samples whose solution has the wrong sign
     (:func:`opformer.pde.darcy.wrong_sign_samples`), which the cell recipe's spline resampling produces now and
-    then on coarse grids."""
+    then on coarse grids.  A complete file made by this version stores the findings when it is finished (instant
+    here); other files are read, in blocks."""
     import h5py
 
     header = read_header(path)
     recipe = header["recipe"]
-    if header["problem"] != "darcy" or not float(recipe.get("f", 1.0)) > 0:
+    if not _checked(recipe):
         return []
-    bad: list[int] = []
-    with h5py.File(path, "r") as h5:
-        done, sol = h5["done"], h5["sol"]
-        for lo in range(0, sol.shape[0], block):
-            rows = np.flatnonzero(done[lo : lo + block]) + lo
-            if len(rows):
-                bad.extend(int(header["start"] + rows[i]) for i in darcy.wrong_sign_samples(sol[rows]))
+    stored = header["checks"] or {}
+    if header["complete"] and "wrong_sign" in stored and stored.get("wrong_sign_tol") == _WRONG_SIGN_TOL:
+        bad = [int(i) for i in stored["wrong_sign"]]
+    else:
+        with h5py.File(path, "r") as h5:
+            bad = _wrong_sign_in(h5, header["start"])
     if not bad:
         return []
     shown = ", ".join(map(str, bad[:10])) + (", ..." if len(bad) > 10 else "")

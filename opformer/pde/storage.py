@@ -8,6 +8,7 @@ Layout of one file (one *shard*: the samples with global indices ``start <= i < 
     /x [, /y]      (n,) float64             the grid coordinates (unit square / unit period)
     attrs: format="opformer-dataset/1", problem, recipe (JSON string), seed, opformer_version,
            start, stop, n_samples (the whole data set), complete (bool)
+           [, checks (JSON string): facts about the samples stored when the file was finished]
 
 Every sample array is stored in chunks of one sample with a Fletcher-32 checksum, verified by HDF5 on every read;
 :func:`read_samples` turns a checksum failure into a :class:`DataError` naming the file and the key. The
@@ -131,7 +132,8 @@ def partial_path(path: str | os.PathLike) -> Path:
 
 def read_header(path: str | os.PathLike) -> dict:
     """The attributes of an opformer data file: ``problem, recipe (dict), seed, start, stop, n_samples, complete,
-    opformer_version``, plus ``n_done`` (the number of finished samples). Raises :class:`DataError` if the file is
+    opformer_version``, plus ``n_done`` (the number of finished samples) and ``checks`` (the facts stored when the
+    file was finished, see :meth:`ShardWriter.finish`; ``None`` for files without them). Raises :class:`DataError` if the file is
     missing or is not an opformer data file."""
     path = Path(path)
     if not path.exists():
@@ -154,6 +156,7 @@ def read_header(path: str | os.PathLike) -> dict:
         "complete": bool(attrs.get("complete", False)),
         "opformer_version": str(attrs.get("opformer_version", "")),
         "n_done": n_done,
+        "checks": json.loads(attrs["checks"]) if "checks" in attrs else None,
     }
 
 
@@ -383,13 +386,19 @@ class ShardWriter:
             done[int(i)] = True
         self._h5.flush()
 
-    def finish(self) -> Path:
-        """Mark the shard complete and rename ``FILE.partial`` to ``FILE``. Every sample must be written."""
+    def finish(self, summarize=None) -> Path:
+        """Mark the shard complete and rename ``FILE.partial`` to ``FILE``. Every sample must be written.
+
+        ``summarize(h5) -> dict`` (optional) reads the finished samples through the open file and returns facts
+        about them (JSON-serialisable), stored as the attribute ``checks`` before the rename, so that a reader need
+        not read the samples again (``read_header(path)["checks"]``)."""
         if self.complete:
             return self.path
         missing = self.pending()
         if missing.size:
             raise DataError(f"{self.partial}: cannot finish, {missing.size} samples are not written yet")
+        if summarize is not None:
+            self._h5.attrs["checks"] = json.dumps(summarize(self._h5), sort_keys=True)
         self._h5.attrs["complete"] = True
         self._h5.close()
         self._h5 = None

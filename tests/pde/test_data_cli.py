@@ -38,6 +38,7 @@ def test_darcy_command_and_info_report_wrong_sign_samples(tmp_path, capsys):
     assert _run(["data", "info", str(out)]) == 0
     assert "samples 533" in capsys.readouterr().out
     assert _run([*common, "--grid", "node", "--out", str(node)]) == 0
+    assert read_header(node)["checks"] == {"wrong_sign": [], "wrong_sign_tol": 0.1}
     assert "wrong sign" not in capsys.readouterr().err
     assert _run(["data", "info", str(node)]) == 0
     assert "wrong sign" not in capsys.readouterr().out
@@ -129,3 +130,28 @@ def test_data_progress_bar_redraws_rarely_into_a_log_file():
         assert bar.mininterval == 60.0
     finally:
         bar.close()
+
+
+def test_the_findings_are_stored_when_the_file_is_finished(tmp_path, capsys):
+    """The wrong-sign check reads every solution once, when the file is finished (1.6 GB for the default 421^2
+    file), and stores what it found; `data info` then reports the stored findings without reading the samples, and
+    reads them only for a file without stored findings (an unfinished one, or one from an older version)."""
+    import h5py
+
+    from opformer.pde import check_dataset
+
+    out = tmp_path / "d17.h5"
+    assert _run(["data", "darcy", "--samples", "1000", "--resolution", "17", "--start", "532", "--stop", "535",
+                 "--workers", "1", "--no-progress", "--out", str(out)]) == 0
+    assert read_header(out)["checks"] == {"wrong_sign": [533], "wrong_sign_tol": 0.1}
+    with h5py.File(out, "r+") as h5:  # stored findings are believed: a forged one is reported
+        h5.attrs["checks"] = '{"wrong_sign": [532], "wrong_sign_tol": 0.1}'
+    assert "samples 532" in check_dataset(out)[0]
+    with h5py.File(out, "r+") as h5:  # findings of another tolerance, or none, are made again from the samples
+        h5.attrs["checks"] = '{"wrong_sign": [532], "wrong_sign_tol": 0.5}'
+    assert "samples 533" in check_dataset(out)[0]
+    with h5py.File(out, "r+") as h5:
+        del h5.attrs["checks"]
+    assert read_header(out)["checks"] is None
+    assert _run(["data", "info", str(out)]) == 0
+    assert "1 of 3 samples have a solution of the wrong sign" in capsys.readouterr().out
