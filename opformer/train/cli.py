@@ -206,6 +206,12 @@ def _train(args: argparse.Namespace) -> int:
             print(field_table(cfg))
             return 0
         run = resolve(cfg)
+        if run.data.path is not None:  # a mistyped file name is told at once, not after the training stack loads
+            from ..data.readers import resolve_paths
+
+            for value in (run.data.path, run.data.test_path):
+                if value is not None:
+                    resolve_paths(value)
     except (ConfigError, DataError) as exc:
         return _fail(exc)
     if args.print_config:

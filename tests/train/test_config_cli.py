@@ -159,6 +159,27 @@ def test_cli_errors_are_one_line_with_exit_status_2(capsys, args, message):
     assert err.startswith(message) and err.count("\n") == 1, err
 
 
+def test_a_missing_data_file_is_told_before_the_training_stack_is_imported(tmp_path):
+    """A mistyped --data or --test-data is a one-line error without importing Lightning (seconds on a small
+    machine); in a fresh process, since this one may have imported it already."""
+    import subprocess
+
+    from .conftest import PYTHON, cli_env
+
+    existing = tmp_path / "d.h5"
+    existing.write_bytes(b"")
+    code = """
+import sys
+from opformer.cli import main
+for argv in (["--data", sys.argv[1] + "/missing.h5"], ["--data", sys.argv[1] + "/d.h5", "--test-data", sys.argv[1] + "/t*.h5"]):
+    print(main(["train", "burgers-quick", *argv]), "lightning" in sys.modules)
+"""
+    res = subprocess.run([PYTHON, "-c", code, str(tmp_path)], env=cli_env(), capture_output=True, text=True, timeout=120)
+    assert res.stdout.split() == ["2", "False", "2", "False"], (res.stdout, res.stderr[-2000:])
+    assert res.stderr.splitlines() == [f"opformer: error: {tmp_path}/missing.h5: file not found",
+                                       f"opformer: error: {tmp_path}/t*.h5: no file matches this pattern"]
+
+
 def test_model_setting_errors_name_the_key_in_python_and_the_flag_on_the_command_line(capsys, tmp_path, darcy_files):
     from opformer.train.run import prepare_run
 
