@@ -36,6 +36,7 @@ __all__ = [
     "piececonst_coefficient",
     "piececonst_sample",
     "wrong_sign_samples",
+    "sign_check_applies",
     "pool_nanmean",
 ]
 
@@ -253,11 +254,22 @@ def wrong_sign_samples(sol, tol: float = 0.1) -> np.ndarray:
     its solution is not the flow through any medium: large and of either sign.  A sample counts when
     ``min u < -tol * max |u|`` (the splines' own undershoot next to the wall is about 2 % of max |u| at 17^2-64^2).
     """
-    sol = np.asarray(sol, dtype=np.float64)
+    sol = np.asarray(sol)
     if sol.ndim < 2:
         raise DataError(f"wrong_sign_samples: expected (N, n, n) solutions, found shape {sol.shape}")
-    flat = sol.reshape(len(sol), -1)
-    return np.flatnonzero(flat.min(axis=1) < -tol * np.abs(flat).max(axis=1))
+    size = int(np.prod(sol.shape[1:]))
+    block = max(1, (64 << 20) // (8 * max(1, size)))  # samples at a time: at most 64 MB in float64
+    bad = []
+    for lo in range(0, len(sol), block):
+        flat = np.asarray(sol[lo : lo + block], dtype=np.float64).reshape(-1, size)
+        bad.append(np.flatnonzero(flat.min(axis=1) < -tol * np.abs(flat).max(axis=1)) + lo)
+    return np.concatenate(bad) if bad else np.zeros(0, dtype=np.intp)
+
+
+def sign_check_applies(recipe: dict) -> bool:
+    """Whether :func:`wrong_sign_samples` applies to data made by ``recipe`` (an opformer generation recipe): Darcy
+    with a source term f > 0."""
+    return recipe.get("problem") == "darcy" and float(recipe.get("f", 1.0)) > 0
 
 
 def pool_nanmean(v, kernel: int) -> np.ndarray:

@@ -555,14 +555,9 @@ def _wrong_sign_in(h5, start: int) -> list[int]:
     return bad
 
 
-def _checked(recipe: dict) -> bool:
-    """Whether :func:`check_dataset` has a physical check for data of ``recipe`` (Darcy with f > 0)."""
-    return recipe.get("problem") == "darcy" and float(recipe.get("f", 1.0)) > 0
-
-
 def _summary(recipe: dict, start: int):
     """The ``summarize`` of :meth:`ShardWriter.finish` for ``recipe``: the checks' findings, stored with the file."""
-    if not _checked(recipe):
+    if not darcy.sign_check_applies(recipe):
         return None
     return lambda h5: {"wrong_sign": _wrong_sign_in(h5, start), "wrong_sign_tol": _WRONG_SIGN_TOL}
 
@@ -577,7 +572,7 @@ def check_dataset(path: str | os.PathLike) -> list[str]:
 
     header = read_header(path)
     recipe = header["recipe"]
-    if not _checked(recipe):
+    if not darcy.sign_check_applies(recipe):
         return []
     stored = header["checks"] or {}
     if header["complete"] and "wrong_sign" in stored and stored.get("wrong_sign_tol") == _WRONG_SIGN_TOL:

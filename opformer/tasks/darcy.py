@@ -47,16 +47,15 @@ def wrong_sign_warnings(train_src, test_src, idx: dict, solutions: dict, show: i
     """One line per split whose Darcy solutions ``solutions[split]`` (``(N, n, n)``, any stride) have the wrong sign
     for the recipe's f > 0 (:func:`opformer.pde.darcy.wrong_sign_samples`), for opformer files only: another file's
     source term may have either sign.  Names positions within the split and the file's sample numbers."""
-    from ..pde.darcy import wrong_sign_samples
+    from ..pde.darcy import sign_check_applies, wrong_sign_samples
 
     lines = []
     for split, sol in solutions.items():
         src = test_src if split == "test" else train_src
         recipe = src.recipe or {}
-        if recipe.get("problem") != "darcy" or not float(recipe.get("f", 1.0)) > 0:
+        if not sign_check_applies(recipe):
             continue
-        block = 64  # samples at a time: the check works in float64
-        bad = [lo + int(i) for lo in range(0, len(sol), block) for i in wrong_sign_samples(sol[lo : lo + block])]
+        bad = [int(i) for i in wrong_sign_samples(sol)]
         if not bad:
             continue
         more = ", ..." if len(bad) > show else ""
