@@ -207,3 +207,8 @@ run ft-aug-decw64  darcy-ft-cpu --augment d4 --decoder-width 64   # the FT as it
 # the FT as it is now (its decoder 64 wide from 64 to 85 a side), no flags; five seeds in docs/results.md with
 # OUT=runs/d85-sS ... --seed S, beside fno and ft85-scale1 (the FT of before)
 run ft-decw64      darcy-ft-cpu
+# the FT overfits its 256 samples at 20 epochs (training error a third of the validation error): the preset with
+# dropout back in the encoder and the downscaler (the small-grid rule takes it out up to 85 a side), at 20 epochs:
+#   OUT=runs/d85-e20 RUNS="ft-drop0.05 ft-drop0.1" bash scripts/darcy85.sh --epochs 20 --threads 1
+run ft-drop0.05    darcy-ft-cpu --dropout 0.05 --downscaler-dropout 0.05
+run ft-drop0.1     darcy-ft-cpu --dropout 0.1 --downscaler-dropout 0.1
