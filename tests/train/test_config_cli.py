@@ -395,6 +395,34 @@ def test_darcy_gt_trains_its_encoder_at_a_tenth_of_the_rate_up_to_85_a_side():
     assert resolve(load_preset("darcy-ft-cpu")).train.lr == 5e-4  # the preset's; the task fits it to the 85 grid
 
 
+def test_the_inverse_gt_trains_its_encoder_at_a_tenth_of_the_rate_up_to_85_a_side():
+    """The inverse task gives the Galerkin model the forward task's rule: its encoder at 0.1 of the rate on input
+    grids up to 85 a side (one rate stalled on a seed at 85 -> 29, docs/results.md, Table 3), with either norm
+    scheme; the paper's 141 and 211, the Fourier-type model, FNO2d and a rate the user set are kept."""
+    task = get_task("darcy-inverse")
+
+    def fitted(preset, side, **over):
+        cfg, explicit = apply_overrides(load_preset(preset), over)
+        run = resolve(cfg)
+        coarse = (side - 1) // 3 + 1
+        bundle = Bundle({}, {}, "cell", (side, side), (coarse, coarse))
+        model, _ = task.fit_model(run.model, bundle, explicit)
+        return task.fit_train(run.train, model, bundle, explicit)
+
+    for preset in ("darcy-inverse-gt-cpu", "darcy-inverse-gt"):
+        for side in (17, 33, 85):
+            changes, notes = fitted(preset, side)
+            assert changes == {"lr_scale": {"encoder": 0.1}}, (preset, side)
+            assert notes == [f"a grid of {side} points a side: lr_scale {{}} -> {{'encoder': 0.1}} (set --lr-scale to "
+                             "keep the preset's)"]
+        for side in (86, 141, 211):
+            assert fitted(preset, side) == ({}, []), (preset, side)
+    for preset in ("darcy-inverse-ft-cpu", "darcy-inverse-ft-regular", "darcy-inverse-fno-cpu", "darcy-inverse-fno"):
+        assert fitted(preset, 85) == ({}, []), preset
+    assert fitted("darcy-inverse-gt-cpu", 85, lr_scale="") == ({}, [])  # one rate, asked for
+    assert fitted("darcy-inverse-gt-cpu", 85, lr_scale="encoder=0.5") == ({}, [])
+
+
 def test_a_run_on_a_small_grid_records_the_encoder_rate_it_trains_with(darcy_file):
     from opformer.train.run import prepare_run
 
