@@ -358,24 +358,32 @@ def test_inverse_model_output_grid_follows_the_data_target_grid(preset, darcy_fi
             task.fit_model(resolve(big).model, bundle, explicit)
 
 
+def _fitted_train(task_name, preset, side, target_side, **over):
+    """(changes, notes) of the task's small-grid train defaults for ``preset`` (with ``over`` set as flags) on data
+    of ``side`` points a side whose targets have ``target_side``."""
+    task = get_task(task_name)
+    cfg, explicit = apply_overrides(load_preset(preset), over)
+    run = resolve(cfg)
+    bundle = Bundle({}, {}, "cell", (side, side), (target_side, target_side))
+    model, _ = task.fit_model(run.model, bundle, explicit)
+    return task.fit_train(run.train, model, bundle, explicit)
+
+
+def _encoder_tenth(side):
+    """What the small-grid rule of the Galerkin model sets on a grid of ``side`` points a side, and its note."""
+    return ({"lr_scale": {"encoder": 0.1}}, [f"a grid of {side} points a side: lr_scale {{}} -> {{'encoder': 0.1}} "
+                                              "(set --lr-scale to keep the preset's)"])
+
+
 def test_darcy_gt_trains_its_encoder_at_a_tenth_of_the_rate_up_to_85_a_side():
     """On grids up to 85 a side the Galerkin model's encoder trains at 0.1 of the rate (better or level than one rate
     at 17², 33² and 85², docs/results.md); larger grids, the other kinds, FNO and a rate the user set are kept."""
-    task = resolve(load_preset("darcy-gt")).task
-
     def fitted(preset, side, **over):
-        cfg, explicit = apply_overrides(load_preset(preset), over)
-        run = resolve(cfg)
-        bundle = Bundle({}, {}, "cell", (side, side), (side, side))
-        model, _ = task.fit_model(run.model, bundle, explicit)
-        return task.fit_train(run.train, model, bundle, explicit)
+        return _fitted_train("darcy", preset, side, side, **over)
 
     for preset in ("darcy-gt", "darcy-gt-regular"):
         for side in (16, 33, 85):
-            changes, notes = fitted(preset, side)
-            assert changes == {"lr_scale": {"encoder": 0.1}}, (preset, side)
-            assert notes == [f"a grid of {side} points a side: lr_scale {{}} -> {{'encoder': 0.1}} (set --lr-scale to "
-                             "keep the preset's)"]
+            assert fitted(preset, side) == _encoder_tenth(side), (preset, side)
     for side in (86, 141, 211):
         assert fitted("darcy-gt", side) == ({}, [])
     for preset in ("darcy-fno", "darcy-st"):
@@ -399,22 +407,12 @@ def test_the_inverse_gt_trains_its_encoder_at_a_tenth_of_the_rate_up_to_85_a_sid
     """The inverse task gives the Galerkin model the forward task's rule: its encoder at 0.1 of the rate on input
     grids up to 85 a side (one rate stalled on a seed at 85 -> 29, docs/results.md, Table 3), with either norm
     scheme; the paper's 141 and 211, the Fourier-type model, FNO2d and a rate the user set are kept."""
-    task = get_task("darcy-inverse")
-
-    def fitted(preset, side, **over):
-        cfg, explicit = apply_overrides(load_preset(preset), over)
-        run = resolve(cfg)
-        coarse = (side - 1) // 3 + 1
-        bundle = Bundle({}, {}, "cell", (side, side), (coarse, coarse))
-        model, _ = task.fit_model(run.model, bundle, explicit)
-        return task.fit_train(run.train, model, bundle, explicit)
+    def fitted(preset, side, **over):  # the target grid pooled by 3, as the CPU-reduced presets
+        return _fitted_train("darcy-inverse", preset, side, (side - 1) // 3 + 1, **over)
 
     for preset in ("darcy-inverse-gt-cpu", "darcy-inverse-gt"):
         for side in (17, 33, 85):
-            changes, notes = fitted(preset, side)
-            assert changes == {"lr_scale": {"encoder": 0.1}}, (preset, side)
-            assert notes == [f"a grid of {side} points a side: lr_scale {{}} -> {{'encoder': 0.1}} (set --lr-scale to "
-                             "keep the preset's)"]
+            assert fitted(preset, side) == _encoder_tenth(side), (preset, side)
         for side in (86, 141, 211):
             assert fitted(preset, side) == ({}, []), (preset, side)
     for preset in ("darcy-inverse-ft-cpu", "darcy-inverse-ft-regular", "darcy-inverse-fno-cpu", "darcy-inverse-fno"):
