@@ -18,6 +18,8 @@ near [0.4, 15]); the recipe keeps them, as the original data did.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import scipy.sparse
 import scipy.sparse.linalg
@@ -258,12 +260,22 @@ def wrong_sign_samples(sol, tol: float = 0.1) -> np.ndarray:
     if sol.ndim < 2:
         raise DataError(f"wrong_sign_samples: expected (N, n, n) solutions, found shape {sol.shape}")
     size = int(np.prod(sol.shape[1:]))
-    block = max(1, (64 << 20) // (8 * max(1, size)))  # samples at a time: at most 64 MB in float64
+    block = sign_check_block(sol.shape)
     bad = []
     for lo in range(0, len(sol), block):
         flat = np.asarray(sol[lo : lo + block], dtype=np.float64).reshape(-1, size)
         bad.append(np.flatnonzero(flat.min(axis=1) < -tol * np.abs(flat).max(axis=1)) + lo)
     return np.concatenate(bad) if bad else np.zeros(0, dtype=np.intp)
+
+
+#: the most bytes of solutions the wrong-sign check holds at a time (in float64)
+SIGN_CHECK_BYTES = 64 << 20
+
+
+def sign_check_block(shape) -> int:
+    """How many samples of solutions shaped ``shape`` (N, *grid) the wrong-sign check takes at a time: at most
+    :data:`SIGN_CHECK_BYTES` in float64, at least one."""
+    return max(1, SIGN_CHECK_BYTES // max(1, 8 * math.prod(shape[1:])))
 
 
 def sign_check_applies(recipe: dict) -> bool:

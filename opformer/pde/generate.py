@@ -536,17 +536,15 @@ def generate_dataset(
         return writer.finish(_summary(recipe, start))
 
 
-#: the most bytes of solutions the wrong-sign check reads at a time (in float64)
-_CHECK_BYTES = 64 << 20
 #: the tolerance of :func:`opformer.pde.darcy.wrong_sign_samples` the stored findings were made with
 _WRONG_SIGN_TOL = 0.1
 
 
 def _wrong_sign_in(h5, start: int) -> list[int]:
     """The sample numbers (``start`` + row) of the finished rows of the open file ``h5`` whose Darcy solution has
-    the wrong sign, read in blocks of at most :data:`_CHECK_BYTES`."""
+    the wrong sign, read in blocks of :func:`opformer.pde.darcy.sign_check_block` samples."""
     done, sol = h5["done"], h5["sol"]
-    block = max(1, _CHECK_BYTES // max(1, 8 * math.prod(sol.shape[1:])))
+    block = darcy.sign_check_block(sol.shape)
     bad: list[int] = []
     for lo in range(0, sol.shape[0], block):
         rows = np.flatnonzero(done[lo : lo + block]) + lo

@@ -20,7 +20,7 @@ from ..data.datasets import FieldDataset, SplitArrays, UnitGaussianNormalizer, s
 from ..pde.darcy import pool_nanmean
 from ..pde.errors import DataError
 from .base import Bundle, Task, model_table, register_task, split_indices
-from .darcy import SCALABLE_2D, DarcyTask, coords_2d, open_square, wrong_sign_warnings
+from .darcy import ENCODER_TENTH, SCALABLE_2D, DarcyTask, coords_2d, open_square, wrong_sign_warnings
 
 
 @dataclasses.dataclass
@@ -44,14 +44,7 @@ class DarcyInverseTask(Task):
         "train": {**DarcyTask.run_defaults["train"], "gamma": 0.0},
     }
     plot_labels = {"input": "noisy input u", "target": "true a", "prediction": "recovered a"}
-    # the Galerkin model's attention encoder at 0.1 of the learning rate on input grids up to 85 a side, as in the
-    # forward task: at 85 -> 29 with one rate for all parameters the GT stalled on one seed of three at noise 0.1
-    # (validation error up from 0.24 to 0.31-0.36 at the one-cycle peak and never back: 23e-2 against 12e-2 on the
-    # other seeds; no rule of the divergence guard can tell it from the Burgers GT's passing spikes); with the
-    # encoder at 0.1 every seed trained at both noise levels (docs/results.md, Table 3 CPU-reduced); the paper's
-    # 141 and 211 keep one rate
-    small_grid_train_defaults = (({"name": "transformer2d", "kind": "galerkin"}, 85,
-                                  {"lr_scale": ({}, {"encoder": 0.1})}),)
+    small_grid_train_defaults = (ENCODER_TENTH,)  # the forward task's rule for the Galerkin model
     default_recipes = DarcyTask.default_recipes
 
     def load(self, data, options, files, splits=("train", "val", "test"), normalizers=None, test_all=False):
