@@ -267,6 +267,11 @@ def _uses_gpu(t) -> bool:
         t.accelerator == "auto" and (torch.cuda.is_available() or torch.backends.mps.is_available()))
 
 
+def pin_batches(t) -> bool:
+    """Whether the data loaders put their batches in pinned host memory: when the run will use a CUDA device."""
+    return _uses_gpu(t) and torch.cuda.is_available()
+
+
 def background_checkpoints(t) -> bool:
     """Whether ``train.background_checkpoints`` writes the checkpoint files in a background thread (``auto``: when
     the run will use a GPU)."""
@@ -305,11 +310,14 @@ class _DataModule(L.LightningDataModule):
         else:
             sampler = list(range(rank, len(ds), world))
         size = self._per_device(batch) if shuffle else batch
+        # on a CUDA device the batches are put in pinned host memory: a copy from pageable memory may make the host wait
+        # for the device's queue at every step (docs/benchmarks.md, CUDA graphs)
+        pin = pin_batches(t)
         if has_batch(ds):  # whole batches in one gather per array (FieldDataset.batch)
             return DataLoader(_WholeBatches(ds), batch_size=None, sampler=_IndexBatches(sampler, size, False),
-                              num_workers=t.num_workers, persistent_workers=t.num_workers > 0)
+                              num_workers=t.num_workers, persistent_workers=t.num_workers > 0, pin_memory=pin)
         return DataLoader(ds, batch_size=size, sampler=sampler, num_workers=t.num_workers,
-                          persistent_workers=t.num_workers > 0)
+                          persistent_workers=t.num_workers > 0, pin_memory=pin)
 
     def train_dataloader(self):
         return self._loader(self.ds["train"], self.t.batch_size, True)

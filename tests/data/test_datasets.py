@@ -234,7 +234,7 @@ def test_the_training_loader_gives_the_batches_of_the_sampler_in_its_epoch_order
     from opformer.train.run import _DataModule
 
     ds = FieldDataset({"input": np.arange(10.0)[:, None], "target": np.zeros((10, 1))})
-    t = SimpleNamespace(seed=5, num_workers=0, batch_size=4, eval_batch_size=3, selection="val")
+    t = SimpleNamespace(seed=5, num_workers=0, batch_size=4, eval_batch_size=3, selection="val", accelerator="cpu")
     loader = _DataModule({"train": ds}, t).train_dataloader()
     for epoch in (0, 3):
         _set_sampler_epoch(loader, epoch)
@@ -244,3 +244,26 @@ def test_the_training_loader_gives_the_batches_of_the_sampler_in_its_epoch_order
         got = [b["input"][:, 0].long().tolist() for b in loader]
         assert got == [order[0:4], order[4:8], order[8:10]], (epoch, got)
     assert list(EpochShuffleSampler(10, 5)) != order  # epoch 3 is another order than epoch 0
+    assert not loader.pin_memory  # pinned batches only where a CUDA device trains
+
+
+def test_the_loaders_pin_their_batches_exactly_when_a_cuda_device_trains(monkeypatch):
+    """Pinned host memory lets the batch's copy to a CUDA device run without the host waiting for it; on the CPU (or
+    with a GPU accelerator asked for but no CUDA) it would only cost."""
+    from types import SimpleNamespace
+
+    from opformer.train import run as run_mod
+
+    ds = FieldDataset({"input": np.arange(10.0)[:, None], "target": np.zeros((10, 1))})
+
+    def loaders(accelerator):
+        t = SimpleNamespace(seed=5, num_workers=0, batch_size=4, eval_batch_size=3, selection="val",
+                            accelerator=accelerator)
+        dm = run_mod._DataModule({"train": ds, "val": ds}, t)
+        return [dm.train_dataloader(), *dm.val_dataloader()]
+
+    for cuda in (False, True):
+        monkeypatch.setattr(torch.cuda, "is_available", lambda cuda=cuda: cuda)
+        assert [dl.pin_memory for dl in loaders("cpu")] == [False, False]
+        assert [dl.pin_memory for dl in loaders("gpu")] == [cuda, cuda]
+        assert [dl.pin_memory for dl in loaders("auto")] == [cuda, cuda]
