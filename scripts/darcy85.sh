@@ -214,6 +214,10 @@ run ft-decw64      darcy-ft-cpu
 #   OUT=runs/d85-e20 RUNS="ft-drop0.05 ft-drop0.1" bash scripts/darcy85.sh --epochs 20 --threads 1
 run ft-drop0.05    darcy-ft-cpu --dropout 0.05 --downscaler-dropout 0.05
 run ft-drop0.1     darcy-ft-cpu --dropout 0.1 --downscaler-dropout 0.1
+# Adam's weight decay (an L2 term on the gradient) on the FT at 20 epochs, where it fits its 256 samples the most:
+#   OUT=runs/d85-e20 RUNS="ft-wd1e-3 ft-wd1e-2" bash scripts/darcy85.sh --epochs 20 --threads 1
+run ft-wd1e-3      darcy-ft-cpu --weight-decay 1e-3
+run ft-wd1e-2      darcy-ft-cpu --weight-decay 1e-2
 # the inverse GT at eps = 0.1 stalled on seed 3 (validation 0.24 at epoch 1, then 0.31-0.36 to the end, no rule of the
 # guard fired): the attention encoder at 0.1 of the rate, as the forward GT has it on these grids (the darcy-inverse
 # task's default for the Galerkin model up to 85 a side since; the inv-gt rows above pin one rate)
