@@ -9,7 +9,7 @@
 #   OUT=runs/d85-e20 RUNS="gt fno" bash scripts/darcy85.sh --epochs 20   # twice the epochs
 #   OUT=runs/d85-e20-s2 RUNS="gt-enclr0.1 ft-decw64 fno" bash scripts/darcy85.sh --epochs 20 --seed 2   # the presets
 #       at 20 epochs, a seed (OUT=runs/d85-e20 without --seed, runs/d85-e20-s3 with --seed 3); with D4 augmentation
-#       (GT one seed; FT and FNO2d also with OUT=runs/d85-e20-sS ... --seed S for seeds 2, 3): OUT=runs/d85-e20
+#       (also with OUT=runs/d85-e20-sS ... --seed S for seeds 2, 3): OUT=runs/d85-e20
 #       RUNS="ft-aug-decw64 fno-aug gt-aug" bash scripts/darcy85.sh --epochs 20
 #   OUT=runs/d85-s3 RUNS="gt-lr5e-4" bash scripts/darcy85.sh --seed 3     # the seed that blew up, lower peak
 #   RUNS="gt-lr5e-4" bash scripts/darcy85.sh; OUT=runs/d85-s2 RUNS="gt-lr5e-4" bash scripts/darcy85.sh --seed 2
