@@ -218,6 +218,10 @@ run ft-drop0.1     darcy-ft-cpu --dropout 0.1 --downscaler-dropout 0.1
 #   OUT=runs/d85-e20 RUNS="ft-wd1e-3 ft-wd1e-2" bash scripts/darcy85.sh --epochs 20 --threads 1
 run ft-wd1e-3      darcy-ft-cpu --weight-decay 1e-3
 run ft-wd1e-2      darcy-ft-cpu --weight-decay 1e-2
+#   OUT=runs/d85-e20 RUNS="ft-wd1e-4 ft-enclr0.1-now" bash scripts/darcy85.sh --epochs 20 --threads 1   # a tenth of
+#   that decay; the FT's encoder at a tenth of the rate (the GT's small-grid rule)
+run ft-wd1e-4      darcy-ft-cpu --weight-decay 1e-4
+run ft-enclr0.1-now darcy-ft-cpu --lr-scale encoder=0.1
 # the inverse GT at eps = 0.1 stalled on seed 3 (validation 0.24 at epoch 1, then 0.31-0.36 to the end, no rule of the
 # guard fired): the attention encoder at 0.1 of the rate, as the forward GT has it on these grids (the darcy-inverse
 # task's default for the Galerkin model up to 85 a side since; the inv-gt rows above pin one rate)
