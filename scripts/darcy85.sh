@@ -224,6 +224,8 @@ run ft-wd1e-4      darcy-ft-cpu --weight-decay 1e-4
 run ft-enclr0.1-now darcy-ft-cpu --lr-scale encoder=0.1
 #   and FNO2d with the same decay: OUT=runs/d85-e20 RUNS="fno-wd1e-4" bash scripts/darcy85.sh --epochs 20 --threads 1
 run fno-wd1e-4     darcy-fno-cpu --weight-decay 1e-4
+#   and the GT: OUT=runs/d85-e20 RUNS="gt-wd1e-4" bash scripts/darcy85.sh --epochs 20 --threads 1
+run gt-wd1e-4      darcy-gt-cpu --weight-decay 1e-4
 # the inverse GT at eps = 0.1 stalled on seed 3 (validation 0.24 at epoch 1, then 0.31-0.36 to the end, no rule of the
 # guard fired): the attention encoder at 0.1 of the rate, as the forward GT has it on these grids (the darcy-inverse
 # task's default for the Galerkin model up to 85 a side since; the inv-gt rows above pin one rate)
