@@ -370,6 +370,10 @@ class TrainConfig:
         "auto", "write checkpoint files in a background thread: the state is copied at once and training goes on "
                 "while the file is written and synced to disk (still atomically): true, false, or auto: on a GPU, "
                 "where a step is short and a slow disk's sync would stall the card")
+    data_on_device: Union[bool, Literal["auto"]] = opt(
+        "auto", "keep the training split on the GPU and gather each batch there, instead of gathering it on the host "
+                "and copying it over at every step: true, false, or auto: on a CUDA GPU when the split takes at most a "
+                "quarter of the device's free memory (docs/training.md)")
     checkpoint_every_n_steps: int = opt(0, "also write last.ckpt every N steps (0: at the end of each epoch only)",
                                         min=0)
     plot_samples: int = opt(4, "test samples shown in the prediction plot", min=0)

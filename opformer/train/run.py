@@ -51,7 +51,7 @@ def _is_rank_zero() -> bool:
 
 #: train fields that do not change a run's result (how many processes ran it, on what hardware)
 _HARDWARE = ("accelerator", "devices", "strategy", "num_nodes", "num_workers", "deterministic", "cuda_graphs",
-             "background_checkpoints")
+             "background_checkpoints", "data_on_device")
 
 
 def _config_for_comparison(cfg: dict) -> dict:
@@ -272,6 +272,15 @@ def pin_batches(t) -> bool:
     return _uses_gpu(t) and torch.cuda.is_available()
 
 
+def keeps_data_on_device(setting, device_type: str, nbytes: int, free_bytes: int) -> bool:
+    """Whether the training split stays on the device for ``train.data_on_device`` = ``setting``: never off a CUDA
+    device (on the CPU the data are there already); true: always; auto: when the split takes at most a quarter of
+    the device's free memory."""
+    if device_type != "cuda" or setting is False:
+        return False
+    return True if setting is True else nbytes <= free_bytes // 4
+
+
 def background_checkpoints(t) -> bool:
     """Whether ``train.background_checkpoints`` writes the checkpoint files in a background thread (``auto``: when
     the run will use a GPU)."""
@@ -294,6 +303,21 @@ class _DataModule(L.LightningDataModule):
     def __init__(self, datasets: dict, train_cfg):
         super().__init__()
         self.ds, self.t = datasets, train_cfg
+        self._on_device = None  # the training split's copy on the device, made once (train.data_on_device)
+
+    def _device_copy(self, ds: Dataset):
+        """The training split on this process's device when ``train.data_on_device`` keeps it there, else None."""
+        if self.trainer is None or not callable(getattr(ds, "on_device", None)):
+            return None
+        device = self.trainer.strategy.root_device
+        if device.type != "cuda":
+            return None
+        if self._on_device is None:
+            free = torch.cuda.mem_get_info(device)[0] if self.t.data_on_device == "auto" else 0
+            if not keeps_data_on_device(self.t.data_on_device, device.type, ds.nbytes(), free):
+                return None
+            self._on_device = ds.on_device(device)
+        return self._on_device
 
     def _per_device(self, batch: int) -> int:
         world = self.trainer.world_size if self.trainer else 1
@@ -313,6 +337,9 @@ class _DataModule(L.LightningDataModule):
         # on a CUDA device the batches are put in pinned host memory: a copy from pageable memory may make the host wait
         # for the device's queue at every step (docs/benchmarks.md, CUDA graphs)
         pin = pin_batches(t)
+        on_device = self._device_copy(ds) if shuffle else None
+        if on_device is not None:  # gathered on the device: nothing to pin, copy or hand to worker processes
+            return DataLoader(_WholeBatches(on_device), batch_size=None, sampler=_IndexBatches(sampler, size, False))
         if has_batch(ds):  # whole batches in one gather per array (FieldDataset.batch)
             return DataLoader(_WholeBatches(ds), batch_size=None, sampler=_IndexBatches(sampler, size, False),
                               num_workers=t.num_workers, persistent_workers=t.num_workers > 0, pin_memory=pin)

@@ -267,3 +267,80 @@ def test_the_loaders_pin_their_batches_exactly_when_a_cuda_device_trains(monkeyp
         assert [dl.pin_memory for dl in loaders("cpu")] == [False, False]
         assert [dl.pin_memory for dl in loaders("gpu")] == [cuda, cuda]
         assert [dl.pin_memory for dl in loaders("auto")] == [cuda, cuda]
+
+
+def test_device_batches_are_the_host_batches_and_items():
+    """The device copy of a dataset gathers the same batches as the host one (here the device is the CPU)."""
+    rng = np.random.default_rng(0)
+    ds = FieldDataset({"input": rng.normal(size=(9, 5, 5, 1)), "target": rng.normal(size=(9, 5, 5, 2))},
+                      {"coords": rng.normal(size=(5, 5, 2))})
+    dev = ds.on_device("cpu")
+    assert len(dev) == len(ds) == 9 and dev.device == torch.device("cpu")
+    assert ds.nbytes() == 4 * (9 * 25 + 9 * 50 + 50)
+    for indices in ([0, 1, 2, 3], [8, 3, 3, 0], [7]):
+        a, b = ds.batch(indices), dev.batch(indices)
+        assert a.keys() == b.keys()
+        for k in a:
+            assert torch.equal(a[k], b[k]), k
+        assert b["coords"].shape == (len(indices), 5, 5, 2) and b["coords"].is_contiguous()
+    for k, v in ds[4].items():
+        assert torch.equal(dev[4][k], v)
+
+
+def test_the_training_split_stays_on_the_device_when_the_setting_and_memory_allow():
+    from opformer.train.run import keeps_data_on_device
+
+    gib = 2**30
+    assert keeps_data_on_device("auto", "cuda", gib, 4 * gib)
+    assert not keeps_data_on_device("auto", "cuda", gib + 1, 4 * gib)  # more than a quarter of the free memory
+    assert keeps_data_on_device(True, "cuda", 10 * gib, gib)  # asked for: kept whatever the estimate
+    assert not keeps_data_on_device(False, "cuda", 1, 4 * gib)
+    for setting in ("auto", True):  # on the CPU the data are there already
+        assert not keeps_data_on_device(setting, "cpu", 1, 4 * gib)
+        assert not keeps_data_on_device(setting, "mps", 1, 4 * gib)
+
+
+def test_a_training_loader_on_the_device_gives_the_host_loaders_batches(monkeypatch):
+    """With the training split on the device, the training loader draws the same index batches (same seed, same
+    epoch order) and gathers them from the device copy, made once; the validation loader stays on the host.  The
+    "device" is the CPU dressed as a CUDA device: the wiring is what is checked here, the GPU run is in
+    tests/train/test_cuda_graphs.py."""
+    from types import SimpleNamespace
+
+    from opformer.data.datasets import DeviceBatches
+    from opformer.train import run as run_mod
+
+    rng = np.random.default_rng(1)
+    ds = FieldDataset({"input": rng.normal(size=(10, 3)), "target": rng.normal(size=(10, 1))},
+                      {"coords": np.arange(3.0)})
+    copies = []
+
+    def on_device(device):
+        assert device.type == "cuda"
+        copies.append(DeviceBatches(ds._items, ds._shared, "cpu"))
+        return copies[-1]
+
+    monkeypatch.setattr(ds, "on_device", on_device)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: (2**30, 2**31))
+
+    def module(setting):
+        t = SimpleNamespace(seed=5, num_workers=0, batch_size=4, eval_batch_size=3, selection="val",
+                            accelerator="cpu", data_on_device=setting)
+        dm = run_mod._DataModule({"train": ds, "val": ds}, t)
+        dm.trainer = SimpleNamespace(world_size=1, global_rank=0,
+                                     strategy=SimpleNamespace(root_device=SimpleNamespace(type="cuda")))
+        return dm
+
+    host = [b for b in module(False).train_dataloader()]
+    assert not copies
+    for setting in ("auto", True):
+        dm = module(setting)
+        for _ in range(2):  # a second request reuses the one copy
+            loader = dm.train_dataloader()
+            assert isinstance(loader.dataset.ds, DeviceBatches)
+            got = list(loader)
+            assert len(got) == len(host) == 3
+            for a, b in zip(host, got):
+                assert all(torch.equal(a[k], b[k]) for k in a)
+        assert dm.val_dataloader()[0].dataset.ds is ds
+    assert len(copies) == 2

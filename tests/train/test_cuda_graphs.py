@@ -291,6 +291,43 @@ def test_training_steps_do_not_make_the_host_wait_for_the_gpu(tiny_config, tmp_p
 
 
 @needs_cuda
+def test_a_gpu_run_with_its_training_split_on_the_device_trains_as_one_that_copies_each_batch(tiny_config, tmp_path):
+    """The training split gathered on the GPU gives the batches the host gives, in the same order: the same run
+    (eager, so that only the data path differs) ends at the same errors."""
+    import lightning as L
+
+    from opformer.cli import main
+    from opformer.data.datasets import DeviceBatches
+    from opformer.train import run as run_mod
+
+    seen = {}
+    build = run_mod._trainer
+
+    class Where(L.Callback):
+        def __init__(self, key):
+            self.key = key
+
+        def on_train_batch_start(self, trainer, module, batch, batch_idx):
+            loader = trainer.train_dataloader
+            seen[self.key] = (isinstance(loader.dataset.ds, DeviceBatches), batch["input"].device.type)
+
+    metrics = {}
+    for setting in ("true", "false"):
+        run_mod._trainer = lambda t, out, progress, callbacks, setting=setting, **kw: build(
+            t, out, progress, [*callbacks, Where(setting)], **kw)
+        try:
+            out = tmp_path / setting
+            assert main(["train", str(tiny_config), "--out", str(out), "--epochs", "2", "--accelerator", "gpu",
+                         "--no-progress", "--cuda-graphs", "false", "--data-on-device", setting]) == 0
+        finally:
+            run_mod._trainer = build
+        metrics[setting] = json.loads((out / "metrics.json").read_text())
+    assert seen == {"true": (True, "cuda"), "false": (False, "cuda")}
+    for key in ("val_rel_l2", "test_rel_l2"):
+        assert metrics["true"][key] == pytest.approx(metrics["false"][key], rel=1e-4), key
+
+
+@needs_cuda
 @pytest.mark.parametrize("preset", ["ns-fno", "ns-gt", "ns-scot"])
 def test_lead_time_models_train_through_graphs_on_a_gpu(ns_file, tmp_path, preset):
     """Time-dependent models take the lead time as a third graphed input (all2all pairs, one graph per shape)."""
