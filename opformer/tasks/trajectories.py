@@ -15,6 +15,7 @@ model is lead-time conditioned (``time_conditioning``: conditioned norms by defa
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import warnings
 from typing import Literal, Optional
@@ -151,6 +152,34 @@ class PairDataset(torch.utils.data.Dataset):
             return {"input": torch.cat(window.unbind(0), dim=-1), "target": self.traj[t, j], "coords": self.coords}
         return {"input": self.traj[t, i], "target": self.traj[t, j], "coords": self.coords,
                 "lead_time": (self.times[j] - self.times[i]).float()}
+
+    def batch(self, indices) -> dict:
+        """Items ``indices`` as one batch: what stacking them gives, gathered with one indexing per array (on the
+        device the arrays are on, see :meth:`on_device`)."""
+        device = self.traj.device
+        idx = torch.as_tensor(indices, dtype=torch.long)
+        idx = idx.pin_memory().to(device, non_blocking=True) if device.type == "cuda" else idx.to(device)
+        t, i, j = self.pairs[idx].unbind(1)
+        b = int(idx.shape[0])
+        coords = self.coords.unsqueeze(0).expand(b, *self.coords.shape).contiguous()
+        if self.history > 1:
+            offsets = torch.arange(1 - self.history, 1, device=device)
+            window = self.traj[t[:, None], i[:, None] + offsets]  # (B, H, *grid, c) -> (B, *grid, H * c)
+            return {"input": window.movedim(1, -2).flatten(-2), "target": self.traj[t, j], "coords": coords}
+        return {"input": self.traj[t, i], "target": self.traj[t, j], "coords": coords,
+                "lead_time": (self.times[j] - self.times[i]).float()}
+
+    def nbytes(self) -> int:
+        """The bytes its arrays take."""
+        return sum(v.numel() * v.element_size() for v in (self.traj, self.times, self.pairs, self.coords))
+
+    def on_device(self, device) -> "PairDataset":
+        """The same items with the trajectories, times and pairs copied to ``device`` once; :meth:`batch` then
+        gathers there."""
+        moved = copy.copy(self)
+        for name in ("traj", "times", "pairs", "coords"):
+            setattr(moved, name, getattr(self, name).to(device))
+        return moved
 
     def tensors(self, name: str) -> Tensor:
         return torch.stack([self[k][name] for k in range(len(self))])

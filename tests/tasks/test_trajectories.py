@@ -343,3 +343,27 @@ def test_a_file_of_single_snapshots_is_one_line_naming_the_key(tmp_path):
     with pytest.raises(opformer.pde.errors.DataError, match=r"one\.npz.*key 'q' holds 1 snapshot per trajectory"):
         get_task("burgers-traj").load(DataConfig(keys=["q"]), TrajectoryOptions(), {"train": tmp_path / "one.npz",
                                                                                    "test": None})
+
+
+@pytest.mark.parametrize("history", [1, 3])
+def test_pair_batches_are_the_stacked_items_on_the_host_and_on_a_device_copy(history):
+    """A batch gathered in one indexing per array (the training loaders' path) is what stacking the items gives,
+    the window of H snapshots and the lead time included; the device copy (here on the CPU) gathers the same."""
+    from opformer.tasks.trajectories import PairDataset
+
+    rng = np.random.default_rng(0)
+    traj = rng.normal(size=(3, 6, 4, 4, 2))
+    times = np.array([0.0, 0.1, 0.25, 0.3, 0.5, 0.7])
+    if history == 1:
+        pairs = make_pairs(3, np.arange(6), "all2all", False)
+    else:  # the history protocol: targets one step after a full window
+        pairs = np.array([(t, i, i + 1) for t in range(3) for i in range(history - 1, 5)], dtype=np.int64)
+    ds = PairDataset(traj, times, pairs, rng.normal(size=(4, 4, 2)), history)
+    moved = ds.on_device("cpu")
+    assert ds.nbytes() == 4 * traj.size + 8 * times.size + 8 * pairs.size + 4 * 32
+    for indices in ([0, 1, 2], [len(ds) - 1, 0, 5, 5], [4]):
+        want = torch.utils.data.default_collate([ds[k] for k in indices])
+        for got in (ds.batch(indices), moved.batch(indices)):
+            assert got.keys() == want.keys()
+            for key in want:
+                assert got[key].dtype == want[key].dtype and torch.equal(got[key], want[key]), key
