@@ -73,6 +73,12 @@ RUNS = {
     **{f"inverse141-{m}-e{eps}": ("darcy", [preset, "--noise", eps])
        for eps in ("0", "0.1")
        for m, preset in (("gt", "darcy-inverse-gt"), ("ft", "darcy-inverse-ft-regular"), ("fno", "darcy-inverse-fno"))},
+    # Table 2b's and Table 3's 211 columns (the same 421^2 data, strided by 2): 211 -> 61 forward, 211 -> 71 inverse
+    "darcy211-gt": ("darcy", ["darcy-gt", "--resolution", "211", "--coarse-size", "61"]),
+    "darcy211-ft": ("darcy", ["darcy-ft-regular", "--resolution", "211", "--coarse-size", "61"]),
+    "darcy211-fno": ("darcy", ["darcy-fno", "--resolution", "211"]),
+    **{f"inverse211-{m}-e0.01": ("darcy", [preset, "--resolution", "211", "--coarse-factor", "3", "--noise", "0.01"])
+       for m, preset in (("gt", "darcy-inverse-gt"), ("ft", "darcy-inverse-ft-regular"), ("fno", "darcy-inverse-fno"))},
     "quick": ("quick", ["burgers-quick"]),  # the README's CPU demo: to try this script on any machine
 }
 GROUP_PRESETS = {"burgers": ["burgers-gt"], "darcy": ["darcy-gt"], "quick": ["burgers-quick"]}
