@@ -304,6 +304,7 @@ class _DataModule(L.LightningDataModule):
         super().__init__()
         self.ds, self.t = datasets, train_cfg
         self._on_device = None  # the training split's copy on the device, made once (train.data_on_device)
+        self._on_device_at = None
 
     def _device_copy(self, ds: Dataset):
         """The training split on this process's device when ``train.data_on_device`` keeps it there, else None."""
@@ -316,8 +317,14 @@ class _DataModule(L.LightningDataModule):
             free = torch.cuda.mem_get_info(device)[0] if self.t.data_on_device == "auto" else 0
             if not keeps_data_on_device(self.t.data_on_device, device.type, ds.nbytes(), free):
                 return None
-            self._on_device = ds.on_device(device)
+            self._on_device, self._on_device_at = ds.on_device(device), device
         return self._on_device
+
+    def device_copy_info(self) -> Optional[dict]:
+        """Where the training split's copy is and its size, or None when the batches came from the host."""
+        if self._on_device is None:
+            return None
+        return {"device": str(self._on_device_at), "megabytes": round(self.ds["train"].nbytes() / 1e6, 1)}
 
     def _per_device(self, batch: int) -> int:
         world = self.trainer.world_size if self.trainer else 1
@@ -560,6 +567,8 @@ def _fit(run, bundle, operator, artifact, notes, out: Path, ckpt_path, resume: b
         "lr_halvings": module.lr_halvings,  # blow-ups recovered from (train.divergence_retries)
         "divergence_notes": module.divergence_log,
         **({"cuda_graphs": module.cuda_graphs_used} if module.cuda_graphs_used else {}),
+        # where the training batches were gathered: on the GPU from a copy of the split (train.data_on_device)
+        **({"data_on_device": dm.device_copy_info()} if dm.device_copy_info() else {}),
         **({"dropout_check": dropout_check} if dropout_check else {}),
         "parameters": count_parameters(module.operator.model),
         "seed": t.seed,

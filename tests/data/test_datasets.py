@@ -343,4 +343,6 @@ def test_a_training_loader_on_the_device_gives_the_host_loaders_batches(monkeypa
             for a, b in zip(host, got):
                 assert all(torch.equal(a[k], b[k]) for k in a)
         assert dm.val_dataloader()[0].dataset.ds is ds
+        assert dm.device_copy_info() == {"device": str(dm.trainer.strategy.root_device), "megabytes": 0.0}
     assert len(copies) == 2
+    assert module(False).device_copy_info() is None

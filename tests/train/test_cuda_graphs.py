@@ -323,6 +323,7 @@ def test_a_gpu_run_with_its_training_split_on_the_device_trains_as_one_that_copi
             run_mod._trainer = build
         metrics[setting] = json.loads((out / "metrics.json").read_text())
     assert seen == {"true": (True, "cuda"), "false": (False, "cuda")}
+    assert metrics["true"]["data_on_device"]["device"].startswith("cuda") and "data_on_device" not in metrics["false"]
     for key in ("val_rel_l2", "test_rel_l2"):
         assert metrics["true"][key] == pytest.approx(metrics["false"][key], rel=1e-4), key
 
