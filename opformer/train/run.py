@@ -317,7 +317,19 @@ class _DataModule(L.LightningDataModule):
             free = torch.cuda.mem_get_info(device)[0] if self.t.data_on_device == "auto" else 0
             if not keeps_data_on_device(self.t.data_on_device, device.type, ds.nbytes(), free):
                 return None
-            self._on_device, self._on_device_at = ds.on_device(device), device
+            try:
+                self._on_device, self._on_device_at = ds.on_device(device), device
+            except torch.OutOfMemoryError:
+                torch.cuda.empty_cache()
+                size = f"{ds.nbytes() / 1e6:.0f} MB"
+                if self.t.data_on_device is True:
+                    free = torch.cuda.mem_get_info(device)[0] / 1e6
+                    raise ConfigError(f"--data-on-device true: the training split ({size}) does not fit on {device} "
+                                      f"({free:.0f} MB free); use --data-on-device auto or false") from None
+                if self.trainer.is_global_zero:
+                    print(f"note: the training split ({size}) did not fit on {device}; its batches are copied from "
+                          f"the host", flush=True)
+                return None
         return self._on_device
 
     def device_copy_info(self) -> Optional[dict]:

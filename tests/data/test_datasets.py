@@ -346,3 +346,43 @@ def test_a_training_loader_on_the_device_gives_the_host_loaders_batches(monkeypa
         assert dm.device_copy_info() == {"device": str(dm.trainer.strategy.root_device), "megabytes": 0.0}
     assert len(copies) == 2
     assert module(False).device_copy_info() is None
+
+
+def test_a_training_split_that_does_not_fit_on_the_device_is_one_line_or_a_note(monkeypatch, capsys):
+    """Asked for (true): a one-line error naming the flag; auto (the estimate was wrong): a note, and the batches
+    come from the host."""
+    from types import SimpleNamespace
+
+    from opformer.config import ConfigError
+    from opformer.train import run as run_mod
+
+    ds = FieldDataset({"input": np.zeros((6, 3)), "target": np.zeros((6, 1))})
+
+    def no_room(device):
+        raise torch.OutOfMemoryError("CUDA out of memory")
+
+    monkeypatch.setattr(ds, "on_device", no_room)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: (2**30, 2**31))
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+
+    def module(setting):
+        t = SimpleNamespace(seed=5, num_workers=0, batch_size=2, eval_batch_size=2, selection="val",
+                            accelerator="cpu", data_on_device=setting)
+        dm = run_mod._DataModule({"train": ds, "val": ds}, t)
+        dm.trainer = SimpleNamespace(world_size=1, global_rank=0, is_global_zero=True,
+                                     strategy=SimpleNamespace(root_device=_FakeCuda()))
+        return dm
+
+    with pytest.raises(ConfigError, match=r"^--data-on-device true: the training split \(0 MB\) does not fit on cuda:0"):
+        module(True).train_dataloader()
+    dm = module("auto")
+    loader = dm.train_dataloader()
+    assert loader.dataset.ds is ds and dm.device_copy_info() is None
+    assert "did not fit on cuda:0; its batches are copied from the host" in capsys.readouterr().out
+
+
+class _FakeCuda:
+    type = "cuda"
+
+    def __str__(self):
+        return "cuda:0"
