@@ -10,6 +10,7 @@ Grids are channels-last: one sample is ``(*grid, channels)``.
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable, Sequence
 from typing import Optional, Union
@@ -306,8 +307,9 @@ class FieldDataset(torch.utils.data.Dataset):
 
     def batch(self, indices) -> dict[str, torch.Tensor]:
         """Samples ``indices`` as one batch: what stacking their items gives, with one gather per array instead of a
-        copy per item (the training loaders fetch whole batches this way)."""
-        idx = torch.as_tensor(indices, dtype=torch.long)
+        copy per item (the training loaders fetch whole batches this way), on the device the arrays are on (see
+        :meth:`on_device`)."""
+        idx = indices_on(indices, next(iter(self._items.values())).device)
         out = {k: v.index_select(0, idx) for k, v in self._items.items()}
         out.update({k: v.unsqueeze(0).expand(len(idx), *v.shape).contiguous() for k, v in self._shared.items()})
         return out
@@ -320,41 +322,22 @@ class FieldDataset(torch.utils.data.Dataset):
         """The bytes its arrays take."""
         return sum(v.numel() * v.element_size() for v in (*self._items.values(), *self._shared.values()))
 
-    def on_device(self, device) -> "DeviceBatches":
-        """The same samples with every array copied to ``device`` once, gathered into batches there."""
-        return DeviceBatches(self._items, self._shared, device)
+    def on_device(self, device) -> "FieldDataset":
+        """The same samples with every array copied to ``device`` once: :meth:`batch` then gathers there, so a
+        training step neither gathers on the host nor copies its batch."""
+        moved = copy.copy(self)
+        moved._items = {k: v.to(device) for k, v in self._items.items()}
+        moved._shared = {k: v.to(device) for k, v in self._shared.items()}
+        return moved
 
 
-class DeviceBatches(torch.utils.data.Dataset):
-    """A :class:`FieldDataset`'s arrays held on one device (e.g. a GPU), indexed by lists of sample indices: each
-    batch is gathered on the device (the indices are the only thing copied from the host, from pinned memory), so
-    a training step neither gathers on the host nor copies its batch.  Its batches are those of
-    :meth:`FieldDataset.batch`, on the device."""
-
-    def __init__(self, items: dict, shared: dict, device):
-        self.device = torch.device(device)
-        self._items = {k: v.to(self.device) for k, v in items.items()}
-        self._shared = {k: v.to(self.device) for k, v in shared.items()}
-        self._pin = self.device.type == "cuda"
-
-    def __len__(self) -> int:
-        return int(next(iter(self._items.values())).shape[0])
-
-    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
-        item = {k: v[i] for k, v in self._items.items()}
-        item.update(self._shared)
-        return item
-
-    def batch(self, indices) -> dict[str, torch.Tensor]:
-        """Samples ``indices`` as one batch on the device."""
-        idx = torch.as_tensor(indices, dtype=torch.long)
-        if self._pin:  # from pinned memory the copy is queued without making the host wait for the device
-            idx = idx.pin_memory().to(self.device, non_blocking=True)
-        else:
-            idx = idx.to(self.device)
-        out = {k: v.index_select(0, idx) for k, v in self._items.items()}
-        out.update({k: v.unsqueeze(0).expand(len(indices), *v.shape).contiguous() for k, v in self._shared.items()})
-        return out
+def indices_on(indices, device: torch.device) -> torch.Tensor:
+    """Sample indices as a long tensor on ``device``: to a CUDA device from pinned memory, so that the copy is queued
+    without making the host wait for the device."""
+    idx = torch.as_tensor(indices, dtype=torch.long)
+    if device.type == "cuda":
+        return idx.pin_memory().to(device, non_blocking=True)
+    return idx.to(device)
 
 
 def has_batch(ds) -> bool:

@@ -25,7 +25,7 @@ import torch
 from torch import Tensor
 
 from ..config import ConfigError, OpformerWarning, opt
-from ..data.datasets import SplitArrays, UnitGaussianNormalizer, make_splits, stride_for
+from ..data.datasets import SplitArrays, UnitGaussianNormalizer, indices_on, make_splits, stride_for
 from ..data.readers import load_arrays, open_source
 from ..pde.errors import DataError
 from .base import Bundle, Operator, Task, grid_coords, register_task
@@ -157,8 +157,7 @@ class PairDataset(torch.utils.data.Dataset):
         """Items ``indices`` as one batch: what stacking them gives, gathered with one indexing per array (on the
         device the arrays are on, see :meth:`on_device`)."""
         device = self.traj.device
-        idx = torch.as_tensor(indices, dtype=torch.long)
-        idx = idx.pin_memory().to(device, non_blocking=True) if device.type == "cuda" else idx.to(device)
+        idx = indices_on(indices, device)
         t, i, j = self.pairs[idx].unbind(1)
         b = int(idx.shape[0])
         coords = self.coords.unsqueeze(0).expand(b, *self.coords.shape).contiguous()

@@ -563,6 +563,7 @@ def _fit(run, bundle, operator, artifact, notes, out: Path, ckpt_path, resume: b
     tester = _trainer(t, out, False, [], logger=False)
     result = _interruptible(tester, tester.test, module, datamodule=dm, verbose=False)
     test_err = float(result[0]["test_rel_l2"])
+    on_device = dm.device_copy_info()
     metrics = {
         "preset": run.name,
         "task": run.task.name,
@@ -580,7 +581,7 @@ def _fit(run, bundle, operator, artifact, notes, out: Path, ckpt_path, resume: b
         "divergence_notes": module.divergence_log,
         **({"cuda_graphs": module.cuda_graphs_used} if module.cuda_graphs_used else {}),
         # where the training batches were gathered: on the GPU from a copy of the split (train.data_on_device)
-        **({"data_on_device": dm.device_copy_info()} if dm.device_copy_info() else {}),
+        **({"data_on_device": on_device} if on_device else {}),
         **({"dropout_check": dropout_check} if dropout_check else {}),
         "parameters": count_parameters(module.operator.model),
         "seed": t.seed,

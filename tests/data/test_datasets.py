@@ -275,7 +275,8 @@ def test_device_batches_are_the_host_batches_and_items():
     ds = FieldDataset({"input": rng.normal(size=(9, 5, 5, 1)), "target": rng.normal(size=(9, 5, 5, 2))},
                       {"coords": rng.normal(size=(5, 5, 2))})
     dev = ds.on_device("cpu")
-    assert len(dev) == len(ds) == 9 and dev.device == torch.device("cpu")
+    assert dev is not ds and len(dev) == len(ds) == 9
+    assert all(dev.tensors(k).device == torch.device("cpu") for k in ("input", "target"))
     assert ds.nbytes() == 4 * (9 * 25 + 9 * 50 + 50)
     for indices in ([0, 1, 2, 3], [8, 3, 3, 0], [7]):
         a, b = ds.batch(indices), dev.batch(indices)
@@ -307,17 +308,16 @@ def test_a_training_loader_on_the_device_gives_the_host_loaders_batches(monkeypa
     tests/train/test_cuda_graphs.py."""
     from types import SimpleNamespace
 
-    from opformer.data.datasets import DeviceBatches
     from opformer.train import run as run_mod
 
     rng = np.random.default_rng(1)
     ds = FieldDataset({"input": rng.normal(size=(10, 3)), "target": rng.normal(size=(10, 1))},
                       {"coords": np.arange(3.0)})
-    copies = []
+    copies, real_copy = [], ds.on_device
 
     def on_device(device):
         assert device.type == "cuda"
-        copies.append(DeviceBatches(ds._items, ds._shared, "cpu"))
+        copies.append(real_copy("cpu"))
         return copies[-1]
 
     monkeypatch.setattr(ds, "on_device", on_device)
@@ -337,7 +337,7 @@ def test_a_training_loader_on_the_device_gives_the_host_loaders_batches(monkeypa
         dm = module(setting)
         for _ in range(2):  # a second request reuses the one copy
             loader = dm.train_dataloader()
-            assert isinstance(loader.dataset.ds, DeviceBatches)
+            assert loader.dataset.ds is copies[-1]
             got = list(loader)
             assert len(got) == len(host) == 3
             for a, b in zip(host, got):
