@@ -128,6 +128,8 @@ for seed in $SEEDS; do
   # the FT with its spectral decoder 32 wide: the task's default at 64^2 before the wider decoder's rule reached 64
   # (64/ft-regular-seedS made before that change ran this model too)
   run "64/ft-regular-dw32-seed$seed" --model ft-regular "${C64[@]}" --seed "$seed" --decoder-width 32
+  # the GT with its spectral decoder 64 wide (the FT's default from 64 a side)
+  run "64/gt-dw64-seed$seed" --model gt "${C64[@]}" --seed "$seed" --decoder-width 64
 done
 # equal wall time rather than equal epochs: FNO2d for the wide GT's 10-epoch time and for the narrow GT's, the narrow
 # GT for the wide one's
