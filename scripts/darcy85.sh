@@ -232,7 +232,8 @@ run fno-wd1e-4     darcy-fno-cpu --weight-decay 1e-4
 run gt-wd1e-4      darcy-gt-cpu --weight-decay 1e-4
 # the GT with the spectral decoder twice as wide (the FT's default from 64 to 85 a side, which took it from 1.29x
 # FNO2d to 0.97x at 10 epochs): the preset as it is now (docs/results.md, "The Galerkin model's decoder at 64² and
-# 85²"), at 10 epochs (OUT=runs/d85, or runs/d85-sS with --seed S for seeds 2 and 3) and 20 (seeds 1127802 and 2):
+# 85²"), at 10 epochs (OUT=runs/d85, or runs/d85-sS with --seed S for seeds 2 and 3) and 20 (OUT=runs/d85-e20,
+# runs/d85-e20-sS):
 #   OUT=runs/d85-e20 RUNS="gt-decw64" bash scripts/darcy85.sh --epochs 20 --threads 1
 run gt-decw64      darcy-gt-cpu --decoder-width 64
 # the inverse GT at eps = 0.1 stalled on seed 3 (validation 0.24 at epoch 1, then 0.31-0.36 to the end, no rule of the

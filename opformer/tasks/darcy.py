@@ -158,8 +158,9 @@ class DarcyTask(Task):
     # parameters and 2-5x FNO2d's time (docs/results.md, "The Fourier-type model's decoder at 85²" and "Darcy 64²
     # without flags"); on 17^2 and 33^2, where the FT is ahead of FNO2d already, it keeps its width.  The Galerkin
     # model the same from 64 to 85 a side: at 64^2 it brings the GT from 1.04x FNO2d's error to 0.90x (three seeds,
-    # below it on each), at 85 -> 29 and 10 epochs from 3.77e-2 to 3.26e-2 on seed 1127802 (docs/results.md, "The
-    # Galerkin model's decoder at 64² and 85²"); at 85 -> 29 and 20 epochs it changes nothing (two seeds)
+    # below it on each), at 85 -> 29 and 10 epochs from 3.77e-2 to 3.32e-2 (three seeds, below FNO2d on each;
+    # docs/results.md, "The Galerkin model's decoder at 64² and 85²"); at 85 -> 29 and 20 epochs it changes nothing
+    # (three seeds)
     small_grid_defaults = (("transformer2d", 64, _narrow),
                            ({"name": "transformer2d", "kind": "fourier"}, 85, {**_narrow, "scale": ("sqrt", None)}),
                            ({"name": "transformer2d", "kind": "fourier"}, (64, 85), {"decoder_width": (32, 64)}),
