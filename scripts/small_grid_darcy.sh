@@ -112,6 +112,8 @@ for seed in $SEEDS; do
   run "33-b4/fno-seed$seed" --model fno "${C33B4[@]}" --seed "$seed"
   run "33-b4/gt-seed$seed" --model gt "${C33B4[@]}" --seed "$seed"
   run "33-b4/ft-seed$seed" --model ft-regular "${C33B4[@]}" --seed "$seed"   # the FT with the task's FT defaults
+  # the GT with its spectral decoder 64 wide (its default from 64 to 85 a side; here 32)
+  run "33-b4/gt-dw64-seed$seed" --model gt "${C33B4[@]}" --seed "$seed" --decoder-width 64
 done
 # a 64^2 grid without flags (the task picks the models' sizes and rates for it): 512 training samples, 10 epochs
 [ -f "$DATA/d64.h5" ] || opformer data darcy --samples 612 --resolution 64 --seed 0 --out "$DATA/d64.h5"
