@@ -12,19 +12,21 @@ from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 from torch.utils.data import Sampler
 
 from ..atomic import replacing
-from ..interrupt import check_stop
+from ..interrupt import check_stop, deferred
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
     """Write a checkpoint to a temporary file of its own in the same directory, fsync it, rename it over ``path``
     and fsync the directory: a kill at any moment leaves either the old or the new file, never a half-written one,
-    and a failed write (full disk, an exception, Ctrl-C) removes its temporary file.  Reads only plain tensors and
-    containers (``weights_only=True``)."""
+    and a failed write (full disk, an exception) removes its temporary file.  Ctrl-C or SIGTERM during the write is
+    held until the file is in place (:func:`opformer.interrupt.deferred`): raised inside ``torch.save`` it would
+    surface as a torch ``RuntimeError`` instead of the interruption.  Reads only plain tensors and containers
+    (``weights_only=True``)."""
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path, storage_options: Optional[Any] = None) -> None:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        with replacing(path, "wb") as fh:
+        with deferred(), replacing(path, "wb") as fh:  # deferred outermost: the signal comes after the rename
             torch.save(checkpoint, fh)
 
     def load_checkpoint(self, path, map_location: Optional[Any] = lambda storage, loc: storage,
