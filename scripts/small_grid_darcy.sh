@@ -154,6 +154,14 @@ for seed in $SEEDS; do
   run "64/ft-regular-wd1e-4-seed$seed" --model ft-regular "${C64[@]}" --seed "$seed" --weight-decay 1e-4
 done
 
+# the spectral decoder 64 wide (the task's default from 64 to 85 a side) on the grids below that range, the task's
+# defaults otherwise: does the rule's range end too early?
+for seed in $SEEDS; do
+  run "17/gt-dw64-seed$seed" --model gt "${C17[@]}" --seed "$seed" --decoder-width 64
+  run "17/ft-dw64-seed$seed" --model ft-regular "${C17[@]}" --seed "$seed" --decoder-width 64
+  run "33-b4/ft-dw64-seed$seed" --model ft-regular "${C33B4[@]}" --seed "$seed" --decoder-width 64
+done
+
 [ -n "${ONLY:-}" ] && exit 0
 # every model on the other grid's test set: on the data's grid (never) and on its training grid (always)
 for ck in "$OUT"/17/*/checkpoints/best.ckpt "$OUT"/17-other/*/checkpoints/best.ckpt "$OUT"/33/*/checkpoints/best.ckpt \

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 
 import pytest
@@ -13,13 +12,13 @@ from opformer.train.callbacks import AtomicCheckpointIO
 
 
 class _SignalWhilePickled:
-    """An object whose pickling sends ``signum`` to this process: the signal lands inside ``torch.save``."""
+    """An object whose pickling raises ``signum`` in this thread: the signal lands inside ``torch.save``."""
 
     def __init__(self, signum):
         self.signum = signum
 
     def __reduce__(self):
-        os.kill(os.getpid(), self.signum)
+        signal.raise_signal(self.signum)
         return (int, (7,))
 
 
@@ -27,8 +26,8 @@ def test_a_signal_in_the_block_comes_after_it_and_only_once():
     steps = []
     with pytest.raises(KeyboardInterrupt):
         with deferred():
-            os.kill(os.getpid(), signal.SIGINT)
-            os.kill(os.getpid(), signal.SIGINT)
+            signal.raise_signal(signal.SIGINT)
+            signal.raise_signal(signal.SIGINT)
             steps.append("block ended")
     assert steps == ["block ended"]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
@@ -42,7 +41,7 @@ def test_the_handlers_are_restored_and_nothing_is_raised_without_a_signal():
             pass
         assert seen == []
         with deferred():
-            os.kill(os.getpid(), signal.SIGTERM)
+            signal.raise_signal(signal.SIGTERM)
             assert seen == []  # held while the block runs
         assert seen == [signal.SIGTERM]
     finally:
@@ -53,7 +52,7 @@ def test_an_ignored_signal_stays_ignored():
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         with deferred():
-            os.kill(os.getpid(), signal.SIGINT)
+            signal.raise_signal(signal.SIGINT)
         assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
     finally:
         signal.signal(signal.SIGINT, previous)
