@@ -521,13 +521,15 @@ def test_darcy_attention_presets_narrow_on_small_grids():
             assert sum("decoder_width 32 -> 64" in n for n in notes) == (width == 64), notes
         model, notes = fitted(preset, 85, decoder_width=32)  # asked for, though it is the preset's value
         assert model["decoder_width"] == 32 and not any("decoder_width" in n for n in notes)
-    # the Galerkin model's decoder is twice as wide on the same grids
-    for side, width in ((17, 32), (33, 32), (63, 32), (64, 64), (85, 64), (86, 32), (141, 32)):
+    # the Galerkin model's decoder is twice as wide on the same grids, and up to 24 a side (attention on the whole grid)
+    for side, width in ((16, 64), (17, 64), (24, 64), (25, 32), (33, 32), (63, 32), (64, 64), (85, 64), (86, 32),
+                        (141, 32)):
         model, notes = fitted("darcy-gt", side)
         assert model["decoder_width"] == width, side
         assert sum("decoder_width 32 -> 64" in n for n in notes) == (width == 64), notes
-    model, notes = fitted("darcy-gt", 64, decoder_width=32)  # asked for
-    assert model["decoder_width"] == 32 and not any("decoder_width" in n for n in notes)
+    for side in (17, 64):
+        model, notes = fitted("darcy-gt", side, decoder_width=32)  # asked for
+        assert model["decoder_width"] == 32 and not any("decoder_width" in n for n in notes)
     model, _ = fitted("darcy-ft-regular", 64, scale="sqrt")  # asked for
     assert model["scale"] == "sqrt"
     model, notes = fitted("darcy-gt", 33)
