@@ -55,6 +55,9 @@ FT_BEFORE_RULES=(--pct-start 0.3 --scale sqrt)
 # the GT rows on the 17^2 grid measured before the task made the Galerkin model's spectral decoder 64 wide up to 24 a
 # side ran with the preset's 32; they keep it
 GT17_BEFORE=(--decoder-width 32)
+# the GT rows on 33^2 measured before the task put the Galerkin model's attention on the whole grid up to 33 a side
+# ran on the automatic 11^2 attention grid; they keep it
+GT33_BEFORE=(--coarse-size 11)
 C17=(--data "$DATA/d17.h5" --n-train 512 --n-val 50 --n-test 100 --epochs 30 --batch-size 16)
 C33=(--data "$DATA/d33b.h5" --test-data "$DATA/d33_test.h5" --n-train 1024 --n-val 50 --epochs 20 --batch-size 16)
 for seed in $SEEDS; do
@@ -68,13 +71,13 @@ run 17-e100/gt-enclr0.1 --model gt "${C17[@]}" "${GT17_BEFORE[@]}" --epochs 100 
 run 17-other/gt-coarse6 --model gt "${C17[@]}" "${GT17_BEFORE[@]}" --coarse-size 6 "${ONE_RATE[@]}" "${WITH_DROPOUT[@]}"
 run 17-other/ft-coarse6 --model ft-regular "${FT_BEFORE_RULES[@]}" "${C17[@]}" --coarse-size 6 "${WITH_DROPOUT[@]}"
 run 33/fno --model fno "${C33[@]}"
-run 33/gt --model gt "${C33[@]}" "${ONE_RATE[@]}" "${WITH_DROPOUT[@]}"   # attention grid 11^2 (default)
-run 33/gt-seed2 --model gt "${C33[@]}" --seed 2 "${ONE_RATE[@]}" "${WITH_DROPOUT[@]}"
+run 33/gt --model gt "${C33[@]}" "${GT33_BEFORE[@]}" "${ONE_RATE[@]}" "${WITH_DROPOUT[@]}"   # attention grid 11^2 (default)
+run 33/gt-seed2 --model gt "${C33[@]}" "${GT33_BEFORE[@]}" --seed 2 "${ONE_RATE[@]}" "${WITH_DROPOUT[@]}"
 run 33/gt-coarse17 --model gt "${C33[@]}" --coarse-size 17 "${ONE_RATE[@]}" "${WITH_DROPOUT[@]}"
 run 33/ft --model ft-regular "${FT_BEFORE_RULES[@]}" "${C33[@]}" "${WITH_DROPOUT[@]}"
-run 33/gt-enclr0.1 --model gt "${C33[@]}" --lr-scale encoder=0.1 "${WITH_DROPOUT[@]}"
-run 33/gt-enclr0.1-seed2 --model gt "${C33[@]}" --lr-scale encoder=0.1 --seed 2 "${WITH_DROPOUT[@]}"
-run 33/gt-enclr0.1-seed3 --model gt "${C33[@]}" --lr-scale encoder=0.1 --seed 3 "${WITH_DROPOUT[@]}"
+run 33/gt-enclr0.1 --model gt "${C33[@]}" "${GT33_BEFORE[@]}" --lr-scale encoder=0.1 "${WITH_DROPOUT[@]}"
+run 33/gt-enclr0.1-seed2 --model gt "${C33[@]}" "${GT33_BEFORE[@]}" --lr-scale encoder=0.1 --seed 2 "${WITH_DROPOUT[@]}"
+run 33/gt-enclr0.1-seed3 --model gt "${C33[@]}" "${GT33_BEFORE[@]}" --lr-scale encoder=0.1 --seed 3 "${WITH_DROPOUT[@]}"
 run 33/fno-seed2 --model fno "${C33[@]}" --seed 2
 run 33/fno-seed3 --model fno "${C33[@]}" --seed 3
 run 33/ft-enclr0.1 --model ft-regular "${FT_BEFORE_RULES[@]}" "${C33[@]}" --lr-scale encoder=0.1 "${WITH_DROPOUT[@]}"   # the same for FT: worse, not a default
@@ -83,15 +86,15 @@ run 33/ft-enclr0.1 --model ft-regular "${FT_BEFORE_RULES[@]}" "${C33[@]}" --lr-s
 # epochs); the GT at batch 8 with dropout; the FT with and without dropout
 NO_DROPOUT=(--dropout 0 --downscaler-dropout 0)
 C33B8=(--data "$DATA/d33b.h5" --test-data "$DATA/d33_test.h5" --n-train 1024 --n-val 50 --epochs 20 --batch-size 8)
-run 33/gt-enclr0.05 --model gt "${C33[@]}" --lr-scale encoder=0.05 "${WITH_DROPOUT[@]}"   # a lower encoder rate: worse
+run 33/gt-enclr0.05 --model gt "${C33[@]}" "${GT33_BEFORE[@]}" --lr-scale encoder=0.05 "${WITH_DROPOUT[@]}"   # a lower encoder rate: worse
 for seed in $SEEDS; do
   run "17/gt-enclr0.1-drop0-seed$seed" --model gt "${C17[@]}" "${GT17_BEFORE[@]}" --seed "$seed" --lr-scale encoder=0.1 "${NO_DROPOUT[@]}"
-  run "33/gt-enclr0.1-drop0-seed$seed" --model gt "${C33[@]}" --seed "$seed" --lr-scale encoder=0.1 "${NO_DROPOUT[@]}"
+  run "33/gt-enclr0.1-drop0-seed$seed" --model gt "${C33[@]}" "${GT33_BEFORE[@]}" --seed "$seed" --lr-scale encoder=0.1 "${NO_DROPOUT[@]}"
   run "33-b8/fno-seed$seed" --model fno "${C33B8[@]}" --seed "$seed"
-  run "33-b8/gt-drop0-seed$seed" --model gt "${C33B8[@]}" --seed "$seed" --lr-scale encoder=0.1 "${NO_DROPOUT[@]}"
+  run "33-b8/gt-drop0-seed$seed" --model gt "${C33B8[@]}" "${GT33_BEFORE[@]}" --seed "$seed" --lr-scale encoder=0.1 "${NO_DROPOUT[@]}"
 done
-run 33-b8/gt-seed3 --model gt "${C33B8[@]}" --seed 3 --lr-scale encoder=0.1 "${WITH_DROPOUT[@]}"   # batch 8, dropout on
-run 33-more/gt-drop0-dw64-seed3 --model gt "${C33[@]}" --seed 3 --lr-scale encoder=0.1 "${NO_DROPOUT[@]}" --decoder-width 64
+run 33-b8/gt-seed3 --model gt "${C33B8[@]}" "${GT33_BEFORE[@]}" --seed 3 --lr-scale encoder=0.1 "${WITH_DROPOUT[@]}"   # batch 8, dropout on
+run 33-more/gt-drop0-dw64-seed3 --model gt "${C33[@]}" "${GT33_BEFORE[@]}" --seed 3 --lr-scale encoder=0.1 "${NO_DROPOUT[@]}" --decoder-width 64
 run 33/ft-drop0 --model ft-regular "${FT_BEFORE_RULES[@]}" "${C33[@]}" "${NO_DROPOUT[@]}"
 run 17/ft-drop0-seed1127802 --model ft-regular "${FT_BEFORE_RULES[@]}" "${C17[@]}" "${NO_DROPOUT[@]}"
 run 17/ft-seed1127802 --model ft-regular "${FT_BEFORE_RULES[@]}" "${C17[@]}" "${WITH_DROPOUT[@]}"
@@ -113,10 +116,10 @@ done
 C33B4=(--data "$DATA/d33b.h5" --test-data "$DATA/d33_test.h5" --n-train 1024 --n-val 50 --epochs 20)
 for seed in $SEEDS; do
   run "33-b4/fno-seed$seed" --model fno "${C33B4[@]}" --seed "$seed"
-  run "33-b4/gt-seed$seed" --model gt "${C33B4[@]}" --seed "$seed"
+  run "33-b4/gt-seed$seed" --model gt "${C33B4[@]}" "${GT33_BEFORE[@]}" --seed "$seed"
   run "33-b4/ft-seed$seed" --model ft-regular "${C33B4[@]}" --seed "$seed"   # the FT with the task's FT defaults
   # the GT with its spectral decoder 64 wide (its default from 64 to 85 a side; here 32)
-  run "33-b4/gt-dw64-seed$seed" --model gt "${C33B4[@]}" --seed "$seed" --decoder-width 64
+  run "33-b4/gt-dw64-seed$seed" --model gt "${C33B4[@]}" "${GT33_BEFORE[@]}" --seed "$seed" --decoder-width 64
 done
 # a 64^2 grid without flags (the task picks the models' sizes and rates for it): 512 training samples, 10 epochs
 [ -f "$DATA/d64.h5" ] || opformer data darcy --samples 612 --resolution 64 --seed 0 --out "$DATA/d64.h5"
