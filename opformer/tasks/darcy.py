@@ -165,7 +165,7 @@ class DarcyTask(Task):
     # 5.38e-2, below FNO2d's; at 33^2 (attention on an 11^2 grid) no gain, nor for the FT at 17^2 or 33^2 (docs/results.md,
     # "The spectral decoder's width below 64²")
     # the Galerkin model attends over the whole grid up to 33 a side: at 33^2 (instead of the CNN's 11^2 attention
-    # grid) from 1.93e-2 +- 0.03e-2 to 1.75 / 1.62e-2 on seeds 1127802 and 2 (FNO2d 2.20 / 2.26e-2), at 2-2.5x the
+    # grid) from 1.93e-2 +- 0.03e-2 to 1.68e-2 +- 0.07e-2 (three seeds, below FNO2d's 2.21e-2 on each), at 2-2.5x the
     # time; there with the decoder 32 wide: 64 wide was level at 3.4x the parameters (docs/results.md, "The Galerkin
     # model on the whole 33² grid"); the other kinds up to 24 a side (not measured beyond)
     whole_grid_attention = (({"name": "transformer2d", "kind": "galerkin"}, 33), ("transformer2d", 24))
