@@ -162,8 +162,8 @@ class DarcyTask(Task):
     # docs/results.md, "The Galerkin model's decoder at 64² and 85²"); at 85 -> 29 and 20 epochs it changes nothing
     # (three seeds).  And up to 24 a side, where its attention is on the whole grid: at 17^2 from 3.45e-2 +- 0.40e-2 to
     # 3.09e-2 +- 0.03e-2 (three seeds), and from 17^2 to the 33^2 test set on the data's grid from 6.19e-2 to
-    # 5.38e-2, below FNO2d's; at 33^2 (attention on an 11^2 grid) no gain, nor for the FT at 17^2 or 33^2 (docs/results.md,
-    # "The spectral decoder's width below 64²")
+    # 5.38e-2, below FNO2d's; at 33^2 (attention on an 11^2 grid) no gain, nor for the FT at 17^2 or 33^2
+    # (docs/results.md, "The spectral decoder's width below 64²")
     # the Galerkin model attends over the whole grid up to 33 a side: at 33^2 (instead of the CNN's 11^2 attention
     # grid) from 1.93e-2 +- 0.03e-2 to 1.68e-2 +- 0.07e-2 (three seeds, below FNO2d's 2.21e-2 on each), at 2-2.5x the
     # time; there with the decoder 32 wide: 64 wide was level at 3.4x the parameters (docs/results.md, "The Galerkin
