@@ -52,9 +52,9 @@ WITH_DROPOUT=(--dropout 0.05 --downscaler-dropout 0.05)
 # the FT rows measured before the task gave the Fourier-type model a 15 % warm-up and no 1/sqrt(d) on its scores ran
 # with 30 % and the 1/sqrt(d); they keep them (their peak lr is the darcy task's 1e-3, which --model ft-regular takes)
 FT_BEFORE_RULES=(--pct-start 0.3 --scale sqrt)
-# the GT rows on the 17^2 grid measured before the task made the Galerkin model's spectral decoder 64 wide up to 24 a
-# side ran with the preset's 32; they keep it
-GT17_BEFORE=(--decoder-width 32)
+# the GT rows on 17^2 and 64^2 measured before the task made the Galerkin model's spectral decoder 64 wide there (up to
+# 24 and from 64 to 85 a side) ran with the preset's 32; they keep it
+DW32=(--decoder-width 32)
 # the GT rows on 33^2 measured before the task put the Galerkin model's attention on the whole grid up to 33 a side
 # ran on the automatic 11^2 attention grid; they keep it
 GT33_BEFORE=(--coarse-size 11)
@@ -62,13 +62,13 @@ C17=(--data "$DATA/d17.h5" --n-train 512 --n-val 50 --n-test 100 --epochs 30 --b
 C33=(--data "$DATA/d33b.h5" --test-data "$DATA/d33_test.h5" --n-train 1024 --n-val 50 --epochs 20 --batch-size 16)
 for seed in $SEEDS; do
   run "17/fno-$seed" --model fno "${C17[@]}" --seed "$seed"
-  run "17/gt-$seed" --model gt "${C17[@]}" "${GT17_BEFORE[@]}" --seed "$seed" "${ONE_RATE[@]}" "${WITH_DROPOUT[@]}"   # attention on the whole 17^2 grid (default)
-  run "17/gt-enclr0.1-$seed" --model gt "${C17[@]}" "${GT17_BEFORE[@]}" --seed "$seed" --lr-scale encoder=0.1 "${WITH_DROPOUT[@]}"   # encoder at 0.1 of the rate
+  run "17/gt-$seed" --model gt "${C17[@]}" "${DW32[@]}" --seed "$seed" "${ONE_RATE[@]}" "${WITH_DROPOUT[@]}"   # attention on the whole 17^2 grid (default)
+  run "17/gt-enclr0.1-$seed" --model gt "${C17[@]}" "${DW32[@]}" --seed "$seed" --lr-scale encoder=0.1 "${WITH_DROPOUT[@]}"   # encoder at 0.1 of the rate
 done
 run 17-e100/fno --model fno "${C17[@]}" --epochs 100                 # the same at 100 epochs: FNO2d,
-run 17-e100/gt --model gt "${C17[@]}" "${GT17_BEFORE[@]}" --epochs 100 "${ONE_RATE[@]}" "${WITH_DROPOUT[@]}"   # GT with one rate,
-run 17-e100/gt-enclr0.1 --model gt "${C17[@]}" "${GT17_BEFORE[@]}" --epochs 100 --lr-scale encoder=0.1 "${WITH_DROPOUT[@]}"   # and the encoder at 0.1
-run 17-other/gt-coarse6 --model gt "${C17[@]}" "${GT17_BEFORE[@]}" --coarse-size 6 "${ONE_RATE[@]}" "${WITH_DROPOUT[@]}"
+run 17-e100/gt --model gt "${C17[@]}" "${DW32[@]}" --epochs 100 "${ONE_RATE[@]}" "${WITH_DROPOUT[@]}"   # GT with one rate,
+run 17-e100/gt-enclr0.1 --model gt "${C17[@]}" "${DW32[@]}" --epochs 100 --lr-scale encoder=0.1 "${WITH_DROPOUT[@]}"   # and the encoder at 0.1
+run 17-other/gt-coarse6 --model gt "${C17[@]}" "${DW32[@]}" --coarse-size 6 "${ONE_RATE[@]}" "${WITH_DROPOUT[@]}"
 run 17-other/ft-coarse6 --model ft-regular "${FT_BEFORE_RULES[@]}" "${C17[@]}" --coarse-size 6 "${WITH_DROPOUT[@]}"
 run 33/fno --model fno "${C33[@]}"
 run 33/gt --model gt "${C33[@]}" "${GT33_BEFORE[@]}" "${ONE_RATE[@]}" "${WITH_DROPOUT[@]}"   # attention grid 11^2 (default)
@@ -88,7 +88,7 @@ NO_DROPOUT=(--dropout 0 --downscaler-dropout 0)
 C33B8=(--data "$DATA/d33b.h5" --test-data "$DATA/d33_test.h5" --n-train 1024 --n-val 50 --epochs 20 --batch-size 8)
 run 33/gt-enclr0.05 --model gt "${C33[@]}" "${GT33_BEFORE[@]}" --lr-scale encoder=0.05 "${WITH_DROPOUT[@]}"   # a lower encoder rate: worse
 for seed in $SEEDS; do
-  run "17/gt-enclr0.1-drop0-seed$seed" --model gt "${C17[@]}" "${GT17_BEFORE[@]}" --seed "$seed" --lr-scale encoder=0.1 "${NO_DROPOUT[@]}"
+  run "17/gt-enclr0.1-drop0-seed$seed" --model gt "${C17[@]}" "${DW32[@]}" --seed "$seed" --lr-scale encoder=0.1 "${NO_DROPOUT[@]}"
   run "33/gt-enclr0.1-drop0-seed$seed" --model gt "${C33[@]}" "${GT33_BEFORE[@]}" --seed "$seed" --lr-scale encoder=0.1 "${NO_DROPOUT[@]}"
   run "33-b8/fno-seed$seed" --model fno "${C33B8[@]}" --seed "$seed"
   run "33-b8/gt-drop0-seed$seed" --model gt "${C33B8[@]}" "${GT33_BEFORE[@]}" --seed "$seed" --lr-scale encoder=0.1 "${NO_DROPOUT[@]}"
@@ -125,9 +125,6 @@ done
 [ -f "$DATA/d64.h5" ] || opformer data darcy --samples 612 --resolution 64 --seed 0 --out "$DATA/d64.h5"
 [ -f "$DATA/d64_test.h5" ] || opformer data darcy --samples 100 --resolution 64 --split test --out "$DATA/d64_test.h5"
 C64=(--data "$DATA/d64.h5" --test-data "$DATA/d64_test.h5" --n-train 512 --n-val 50 --epochs 10)
-# (the GT rows but gt-dw64 ran with the spectral decoder 32 wide, the task's default at 64^2 before they were made:
-# they pin it)
-DW32=(--decoder-width 32)
 for seed in $SEEDS; do
   for model in fno ft-regular; do
     run "64/$model-seed$seed" --model "$model" "${C64[@]}" --seed "$seed"

@@ -184,10 +184,9 @@ class Task:
     #: the same for fields of the ``train`` section: ({model field: value} that the model config must have, e.g.
     #: its name and kind, the largest grid side, {train field: (the preset's value, the small grid's value)})
     small_grid_train_defaults: tuple = ()
-    #: up to this many points a side, an attention grid (``coarse_size``) larger than the data's grid becomes the
-    #: whole grid instead of the automatic one (0: never); or rules (the model as in :attr:`small_grid_defaults`, the
-    #: largest grid side), of which one must apply
-    whole_grid_attention: int | tuple = 0
+    #: rules (the model as in :attr:`small_grid_defaults`, the largest grid side): where one applies, an attention
+    #: grid (``coarse_size``) larger than the data's grid becomes the whole grid instead of the automatic one
+    whole_grid_attention: tuple = ()
 
     def fit_model(self, model_cfg: dict, bundle: Bundle, explicit: set) -> tuple[dict, list[str]]:
         """Adapt grid-dependent sizes of ``model_cfg`` to the data (spectral modes, attention grid, output grid, and
@@ -232,7 +231,7 @@ class Task:
                 raise ConfigError(f"--coarse-size {cfg['coarse_size']} is larger than the input grid "
                                   f"{bundle.input_grid[0]}; choose at most {bundle.input_grid[0]}")
             n = bundle.input_grid[0]
-            whole = _whole_grid(self.whole_grid_attention, cfg, n)
+            whole = any(_rule_applies(model, limit, cfg, n) for model, limit in self.whole_grid_attention)
             notes.append(f"attention grid {cfg['coarse_size']} -> {f'{n}, the whole grid,' if whole else 'automatic'} "
                          f"for a {n}-point grid")
             cfg["coarse_size"] = n if whole else None
@@ -323,14 +322,6 @@ def _rule_applies(model, limit, model_cfg: dict, side: int) -> bool:
     match = {"name": model} if isinstance(model, str) else model
     lo, hi = limit if isinstance(limit, tuple) else (1, limit)
     return lo <= side <= hi and all(model_cfg.get(k) == v for k, v in match.items())
-
-
-def _whole_grid(rules, model_cfg: dict, side: int) -> bool:
-    """Whether ``model_cfg`` attends over the whole grid of ``side`` points a side (:attr:`Task.whole_grid_attention`:
-    a largest side, or rules (model, largest side) of which one applies)."""
-    if isinstance(rules, int):
-        return side <= rules
-    return any(_rule_applies(model, limit, model_cfg, side) for model, limit in rules)
 
 
 def _still_preset(values: dict, current, explicit: set) -> dict:
