@@ -119,8 +119,15 @@ class OperatorModule(L.LightningModule):
         self._mean_field_err: Optional[float] = None
         self.lr_halvings = 0
         self.divergence_log: list[str] = []
+        # a finite step loss over divergence_factor x the recent median, kept and judged by the next step:
+        # (epoch, step, loss, median, its share of the epoch's sums); a blow-up's loss stays high, a hard batch's (one
+        # outlier sample) does not
+        self._spike: Optional[tuple] = None
+        self.loss_spikes: list[tuple[int, int, float]] = []  # the isolated spikes kept, (epoch, step, loss)
+        self.loss_spike_count = 0
         self._train_sums: Optional[Tensor] = None  # this epoch's (sum of loss x batch, sum of rel. L2, samples)
         self._train_means: Optional[tuple[int, dict]] = None  # (epoch, its means over all ranks), computed once
+        self._mean_wo_spikes: Optional[float] = None
         self._pending: Optional[_StepLoss] = None  # a step loss whose check is deferred to the next step
         self.cuda_graphs_used: Optional[dict] = None  # set at the end of a run that had CUDA graphs attached
         # test passes with the network's dropout modules switched on (the trainer's end-of-run dropout check)
@@ -149,7 +156,8 @@ class OperatorModule(L.LightningModule):
         # at its end): a blow-up often starts an epoch before a step trips the check, and the state that epoch left
         # behind is already damaged
         suspect, self._last_epoch_suspect = self._last_epoch_suspect, False
-        self._train_sums = torch.zeros(3, dtype=torch.float64, device=self.device)
+        # (loss x batch, rel. L2, samples) of the epoch's kept steps, then the same of its isolated spikes alone
+        self._train_sums = torch.zeros(6, dtype=torch.float64, device=self.device)
         self._train_means = None
         if suspect:
             return
@@ -173,11 +181,13 @@ class OperatorModule(L.LightningModule):
         rank (a collective the first time it is called in an epoch: call it on every rank); empty without steps."""
         if self._train_means is not None and self._train_means[0] == self.current_epoch:
             return self._train_means[1]
-        sums = self._train_sums if self._train_sums is not None else torch.zeros(3, dtype=torch.float64)
+        sums = self._train_sums if self._train_sums is not None else torch.zeros(6, dtype=torch.float64)
         if self.trainer is not None and self.trainer.world_size > 1:
             sums = self.trainer.strategy.reduce(sums.clone(), reduce_op="sum")
-        loss, l2, count = (float(v) for v in sums)
+        loss, l2, count, spike_loss, _, spike_count = (float(v) for v in sums)
         means = {"train_loss_epoch": loss / count, "train_rel_l2": l2 / count} if count > 0 else {}
+        # the mean loss without the isolated spikes: what the epoch's blow-up rules judge
+        self._mean_wo_spikes = (loss - spike_loss) / (count - spike_count) if count > spike_count else None
         self._train_means = (self.current_epoch, means)
         return means
 
@@ -189,14 +199,18 @@ class OperatorModule(L.LightningModule):
             self.log(name, value, sync_dist=True)
         if not means:
             return
-        mean = means["train_loss_epoch"]  # over the samples of every rank: one decision for all ranks
+        # over the samples of every rank (one decision for all ranks), without the isolated spikes: one hard batch
+        # is no slow blow-up
+        mean = self._mean_wo_spikes if self._mean_wo_spikes is not None else means["train_loss_epoch"]
         # this epoch's validation error (Lightning validates before this hook), over all ranks: an epoch that more
         # than doubled it (divergence_factor / 10 times the best) left a damaged state even where its training loss
         # did not rise
         val = self._epoch_val[1] if self._epoch_val and self._epoch_val[0] == self.current_epoch else None
         best_loss, best_val = self._best_epoch_loss, self._best_val
         collapsed = self._collapsed(val, best_val)
-        self._last_epoch_suspect = self._above(mean, best_loss, 10) or self._above(val, best_val, 10) or collapsed
+        # an unresolved spike on the epoch's last step (judged by the next epoch's first) makes the epoch suspect too
+        self._last_epoch_suspect = (self._above(mean, best_loss, 10) or self._above(val, best_val, 10) or collapsed
+                                    or self._spike is not None)
         if val is not None and (best_val is None or val < best_val):
             self._best_val = val
         if self._above(mean, best_loss, 4):
@@ -219,8 +233,9 @@ class OperatorModule(L.LightningModule):
                 and base is not None and 0.95 * base < val < 1.2 * base and best_val < 0.75 * base)
 
     def _blown_up(self, value: float) -> bool:
-        """A finite loss above ``divergence_factor`` times the median of the last 50 finite step losses (once 20 were
-        seen): the blow-up of a learning rate that is too high, before it turns into NaN."""
+        """A finite loss above ``divergence_factor`` times the median of the last 50 kept step losses (once 20 were
+        seen): a spike; two in a row are the blow-up of a learning rate that is too high, before it turns into NaN
+        (see :meth:`_accept`)."""
         factor, hist = self.train_cfg.divergence_factor, self._recent
         return bool(factor) and len(hist) >= 20 and value > factor * statistics.median(hist)
 
@@ -249,11 +264,26 @@ class OperatorModule(L.LightningModule):
 
     def _accept(self, step: _StepLoss) -> bool:
         """Judge one step's loss: True when it is kept (its loss and error enter the epoch's sums), False when the
-        last good state was restored instead (the step is skipped); raises when training cannot go on."""
+        last good state was restored instead (the step is skipped); raises when training cannot go on.
+
+        A finite loss over ``divergence_factor`` times the recent median is kept and judged by the next step: a
+        blow-up's loss stays high (two such steps in a row are restored from), while a batch that holds one hard
+        or mislabelled sample raises one step's loss alone (kept, and counted in ``loss_spikes``)."""
         value = step.value()
         finite, ok = self._check(step.loss, value)
-        if not ok and self._recover(value, at=(step.epoch, step.step)):
-            return False
+        spike, self._spike = self._spike, None
+        if finite and not ok and spike is None:
+            self._spike = (step.epoch, step.step, value, statistics.median(self._recent), self._sums_of(step))
+        elif not ok:
+            why, at = None, (step.epoch, step.step)
+            if finite:  # the second spike in a row: a blow-up, reported from its first step
+                why = (f"losses {spike[2]:.4g} and {value:.4g} of two steps in a row (over "
+                       f"{self.train_cfg.divergence_factor:g}x the median {spike[3]:.3g} of the recent steps)")
+                at = spike[:2]
+            if self._recover(value, why, at=at):
+                return False
+        elif spike is not None:
+            self._isolated_spike(spike)
         if not finite:
             last = self._last_finite
             where = f"epoch {step.epoch} (step {step.step})"
@@ -266,13 +296,36 @@ class OperatorModule(L.LightningModule):
                 "state was written; lower train.lr or check the data."
             )
         self._last_finite = (step.epoch, step.step, value)
-        self._recent.append(value)
+        if ok:  # a spike enters neither the median it is judged against nor the epoch's sums until it is judged
+            self._recent.append(value)
+            self._train_sums[:3] += self._sums_of(step)
+        return True
+
+    @staticmethod
+    def _sums_of(step: _StepLoss) -> Tensor:
+        """A step's share of the epoch's sums: (loss x batch, sum of rel. L2, batch)."""
         bs = step.l2.shape[0]
         d = step.loss.to(torch.float64)
         # torch.full_like, not new_tensor: a tensor made from a Python number is copied from the host, and on a GPU
         # that copy makes the host wait for the device at every step
-        self._train_sums += torch.stack((d * bs, step.l2.to(torch.float64).sum(), torch.full_like(d, float(bs))))
-        return True
+        return torch.stack((d * bs, step.l2.to(torch.float64).sum(), torch.full_like(d, float(bs))))
+
+    _SPIKES_KEPT = 50  # isolated spikes listed in the metrics (all are counted)
+
+    def _isolated_spike(self, spike: tuple) -> None:
+        """A spike whose next step was normal: kept (its loss enters the sums of the epoch running now); the first
+        one is announced, all are counted."""
+        epoch, step, value, median, sums = spike
+        if self._train_sums is not None:
+            self._train_sums += torch.cat((sums, sums))
+        self.loss_spike_count += 1
+        if len(self.loss_spikes) < self._SPIKES_KEPT:
+            self.loss_spikes.append((epoch, step, value))
+        if self.loss_spike_count == 1 and self.trainer is not None and self.trainer.is_global_zero:
+            print(f"note: the loss of epoch {epoch}, step {step} ({value:.4g}) was over "
+                  f"{self.train_cfg.divergence_factor:g}x the median {median:.3g} of the recent steps and the next "
+                  "step's was not: kept as a hard batch (an outlier sample, not a blow-up); such steps are counted "
+                  "in metrics.json (loss_spikes)", flush=True)
 
     def _judge_pending(self) -> bool:
         """Judge the deferred step, if any (see :meth:`_accept`)."""
@@ -286,6 +339,7 @@ class OperatorModule(L.LightningModule):
         if self._retries_used >= self.train_cfg.divergence_retries or self._good_state is None:
             return False
         self._retries_used += 1
+        self._spike = None  # what follows is judged from the restored state
         weights, opt_state, good_epoch = self._good_state
         self.operator.load_state_dict(weights)
         opt = self.optimizers().optimizer
@@ -461,7 +515,8 @@ class OperatorModule(L.LightningModule):
         checkpoint["run_config"] = self.run_cfg.raw
         checkpoint["training_seconds"] = self.training_seconds()
         checkpoint["divergence"] = {"retries_used": self._retries_used, "lr_halvings": self.lr_halvings,
-                                    "log": list(self.divergence_log)}
+                                    "log": list(self.divergence_log), "spike_count": self.loss_spike_count,
+                                    "spikes": [list(t) for t in self.loss_spikes]}
         checkpoint["rng_states"] = {
             "torch": torch.get_rng_state(),
             "numpy": _np_state_to_plain(np.random.get_state()),
@@ -474,6 +529,8 @@ class OperatorModule(L.LightningModule):
         self._retries_used = int(div.get("retries_used", 0))
         self.lr_halvings = int(div.get("lr_halvings", 0))
         self.divergence_log = list(div.get("log", []))
+        self.loss_spike_count = int(div.get("spike_count", 0))
+        self.loss_spikes = [(int(e), int(st), float(v)) for e, st, v in div.get("spikes", [])]
         states = checkpoint.get("rng_states")
         if states:
             torch.set_rng_state(states["torch"])

@@ -579,6 +579,9 @@ def _fit(run, bundle, operator, artifact, notes, out: Path, ckpt_path, resume: b
         "seconds": round(seconds, 2),
         "lr_halvings": module.lr_halvings,  # blow-ups recovered from (train.divergence_retries)
         "divergence_notes": module.divergence_log,
+        # single step losses over train.divergence_factor x the recent median whose next step was normal: kept
+        "loss_spikes": module.loss_spike_count,
+        "loss_spike_steps": [list(t) for t in module.loss_spikes],  # (epoch, step, loss), the first 50
         **({"cuda_graphs": module.cuda_graphs_used} if module.cuda_graphs_used else {}),
         # where the training batches were gathered: on the GPU from a copy of the split (train.data_on_device)
         **({"data_on_device": on_device} if on_device else {}),

@@ -2,6 +2,7 @@
 
 import copy
 import json
+import math
 import random
 import signal
 import subprocess
@@ -220,18 +221,20 @@ def test_a_diverged_step_restores_the_epoch_start_and_halves_the_learning_rate(t
     assert group["initial_lr"] == pytest.approx(0.5 * ref_group["initial_lr"], rel=1e-12)
     assert all(torch.isfinite(v).all() for v in ck["state_dict"].values())
 
-    # a blow-up that stays finite (a step loss 1000x the recent median) is caught the same way
+    # a blow-up that stays finite (step losses 1000x the recent median, two steps in a row) is caught the same way
     calls["n"] = 0
 
     def spike(pred, target):
         calls["n"] += 1
         out = real(pred, target)
-        return out * 1000.0 if calls["n"] == 34 else out  # 8 calls per epoch: epoch 4, step 25 (25 steps seen)
+        return out * 1000.0 if calls["n"] in (34, 35) else out  # 8 calls per epoch: epoch 4, steps 25 and 26
 
     monkeypatch.setattr(M, "rel_l2", spike)
     m = train(_cfg(tiny_config, epochs=5), tmp_path / "spike", progress=False)
-    assert m["lr_halvings"] == 1 and "x the median" in m["divergence_notes"][0], m["divergence_notes"]
+    assert m["lr_halvings"] == 1 and "two steps in a row (over 20x the median" in m["divergence_notes"][0], (
+        m["divergence_notes"])
     assert "at epoch 4 (step 25): restored the state of the start of epoch 4" in m["divergence_notes"][0]
+    assert m["loss_spikes"] == 0
     calls["n"] = 0
     m = train(_cfg(tiny_config, epochs=5, divergence_factor=0), tmp_path / "spike0", progress=False)
     assert m["lr_halvings"] == 0  # the check can be switched off
@@ -280,10 +283,16 @@ def test_the_deferred_check_of_a_gpu_run_catches_what_the_immediate_one_does(tin
     assert "at epoch 1 (step 7): restored the state of the start of epoch 1" in m["divergence_notes"][0]
 
     calls["n"] = 0
-    monkeypatch.setattr(M, "rel_l2", poisoned_at({34}, 1000.0))
+    monkeypatch.setattr(M, "rel_l2", poisoned_at({34, 35}, 1000.0))
     m = train(_cfg(tiny_config, epochs=5), tmp_path / "spike", progress=False)
-    assert m["lr_halvings"] == 1 and "x the median" in m["divergence_notes"][0], m["divergence_notes"]
+    assert m["lr_halvings"] == 1 and "two steps in a row" in m["divergence_notes"][0], m["divergence_notes"]
     assert "at epoch 4 (step 25): restored the state of the start of epoch 4" in m["divergence_notes"][0]
+
+    calls["n"] = 0  # one spike alone is a hard batch on this path too
+    monkeypatch.setattr(M, "rel_l2", poisoned_at({34}, 1000.0))
+    m = train(_cfg(tiny_config, epochs=5), tmp_path / "one-spike", progress=False)
+    assert m["lr_halvings"] == 0 and m["loss_spikes"] == 1 and m["loss_spike_steps"][0][:2] == [4, 25], (
+        m["divergence_notes"])
 
     calls["n"] = 0  # call 14: the sixth and last training step of epoch 1 (step 11)
     monkeypatch.setattr(M, "rel_l2", poisoned_at({14}, float("nan")))
@@ -307,7 +316,7 @@ def test_the_deferred_check_of_a_gpu_run_catches_what_the_immediate_one_does(tin
     pytest.param((range(31, 33), 10.0), id="validation-error"),  # the training loss unchanged
 ])
 def test_a_blow_up_goes_back_past_an_epoch_whose_error_rose_before_it(tiny_config, tmp_path, monkeypatch, rise):
-    """Epoch 3's training loss at 4x, or its validation error at 10x, then a step of epoch 4 at 1000x: the restore
+    """Epoch 3's training loss at 4x, or its validation error at 10x, then two steps of epoch 4 at 1000x: the restore
     goes back to the start of epoch 3, not to the state epoch 3 left behind.  (Without the rise the same spike goes
     back to the start of epoch 4: the spike case of the test above.)"""
     from opformer.tasks import burgers as M
@@ -320,12 +329,46 @@ def test_a_blow_up_goes_back_past_an_epoch_whose_error_rose_before_it(tiny_confi
         out = real(pred, target)
         if calls["n"] in raised:
             return out * factor
-        return out * 1000.0 if calls["n"] == 34 else out
+        return out * 1000.0 if calls["n"] in (34, 35) else out
 
     monkeypatch.setattr(M, "rel_l2", rise_then_spike)
     m = train(_cfg(tiny_config, epochs=5), tmp_path / "rise", progress=False)
     assert m["lr_halvings"] == 1, m["divergence_notes"]
     assert "at epoch 4 (step 25): restored the state of the start of epoch 3" in m["divergence_notes"][0]
+
+
+def test_one_step_spike_is_kept_as_a_hard_batch_and_counted(tiny_config, tmp_path, monkeypatch, capsys):
+    """A single step loss 1000x the recent median whose next step is normal (a batch holding one outlier sample) is
+    not a blow-up: the run keeps its learning rate and ends as a run without the spike does (same number of steps),
+    says so once, and counts it in metrics.json.  A spike on an epoch's last step followed by one on the next epoch's
+    first is a blow-up across the epoch boundary: the restore goes back to the start of the spiking epoch, not to
+    the state it left."""
+    from opformer.tasks import burgers as M
+
+    real, calls = M.rel_l2, {"n": 0}
+
+    def at(bad: set):
+        def f(pred, target):
+            calls["n"] += 1
+            out = real(pred, target)
+            return out * 1000.0 if calls["n"] in bad else out
+        return f
+
+    monkeypatch.setattr(M, "rel_l2", at({34, 37}))  # epoch 4, steps 25 and 28: two isolated spikes
+    m = train(_cfg(tiny_config, epochs=5), tmp_path / "hard", progress=False)
+    out = capsys.readouterr().out
+    assert m["lr_halvings"] == 0 and m["divergence_notes"] == [], m["divergence_notes"]
+    assert m["loss_spikes"] == 2 and [s[:2] for s in m["loss_spike_steps"]] == [[4, 25], [4, 28]]
+    assert m["loss_spike_steps"][0][2] > 10.0  # the recorded loss is the spiked one (1000x a loss of order 0.1)
+    assert out.count("kept as a hard batch") == 1 and "epoch 4, step 25" in out, out
+    assert m["epochs"] == 5 and math.isfinite(m["test_rel_l2"])
+
+    calls["n"] = 0  # call 30: the last training step of epoch 3 (step 23); call 33: the first of epoch 4 (step 24)
+    monkeypatch.setattr(M, "rel_l2", at({30, 33}))
+    m = train(_cfg(tiny_config, epochs=5), tmp_path / "across", progress=False)
+    assert m["lr_halvings"] == 1 and m["loss_spikes"] == 0, m["divergence_notes"]
+    assert "two steps in a row" in m["divergence_notes"][0]
+    assert "at epoch 3 (step 23): restored the state of the start of epoch 3" in m["divergence_notes"][0]
 
 
 def test_a_collapse_to_the_mean_is_restored_from(tiny_config, tmp_path, monkeypatch):
