@@ -123,7 +123,8 @@ class OperatorModule(L.LightningModule):
         # (epoch, step, loss, median, its share of the epoch's sums); a blow-up's loss stays high, a hard batch's (one
         # outlier sample) does not
         self._spike: Optional[tuple] = None
-        self.loss_spikes: list[tuple[int, int, float]] = []  # the isolated spikes kept, (epoch, step, loss)
+        # the isolated spikes kept: (epoch, step, loss, the largest relative L2 error of a sample of the batch)
+        self.loss_spikes: list[tuple[int, int, float, float]] = []
         self.loss_spike_count = 0
         self._train_sums: Optional[Tensor] = None  # this epoch's (sum of loss x batch, sum of rel. L2, samples)
         self._train_means: Optional[tuple[int, dict]] = None  # (epoch, its means over all ranks), computed once
@@ -273,7 +274,8 @@ class OperatorModule(L.LightningModule):
         finite, ok = self._check(step.loss, value)
         spike, self._spike = self._spike, None
         if finite and not ok and spike is None:
-            self._spike = (step.epoch, step.step, value, statistics.median(self._recent), self._sums_of(step))
+            errs = step.l2.detach().to("cpu", torch.float64).flatten().tolist()  # this process's samples
+            self._spike = (step.epoch, step.step, value, statistics.median(self._recent), self._sums_of(step), errs)
         elif not ok:
             why, at = None, (step.epoch, step.step)
             if finite:  # the second spike in a row: a blow-up, reported from its first step
@@ -315,17 +317,21 @@ class OperatorModule(L.LightningModule):
     def _isolated_spike(self, spike: tuple) -> None:
         """A spike whose next step was normal: kept (its loss enters the sums of the epoch running now); the first
         one is announced, all are counted."""
-        epoch, step, value, median, sums = spike
+        epoch, step, value, median, sums, errs = spike
         if self._train_sums is not None:
             self._train_sums += torch.cat((sums, sums))
         self.loss_spike_count += 1
+        worst = max(errs)
         if len(self.loss_spikes) < self._SPIKES_KEPT:
-            self.loss_spikes.append((epoch, step, value))
+            self.loss_spikes.append((epoch, step, value, worst))
         if self.loss_spike_count == 1 and self.trainer is not None and self.trainer.is_global_zero:
+            one_process = self.trainer.world_size == 1
+            samples = (f"; its worst sample's relative L2 error {worst:.3g}, the other {len(errs) - 1} samples' median "
+                       f"{statistics.median(sorted(errs)[:-1]):.3g}" if one_process and len(errs) > 1 else "")
             print(f"note: the loss of epoch {epoch}, step {step} ({value:.4g}) was over "
-                  f"{self.train_cfg.divergence_factor:g}x the median {median:.3g} of the recent steps and the next "
-                  "step's was not: kept as a hard batch (an outlier sample, not a blow-up); such steps are counted "
-                  "in metrics.json (loss_spikes)", flush=True)
+                  f"{self.train_cfg.divergence_factor:g}x the median {median:.3g} of the recent steps{samples}, and the "
+                  "next step's was not: kept as a hard batch (an outlier sample, not a blow-up); such steps are "
+                  "counted in metrics.json (loss_spikes, loss_spike_steps)", flush=True)
 
     def _judge_pending(self) -> bool:
         """Judge the deferred step, if any (see :meth:`_accept`)."""
@@ -530,7 +536,7 @@ class OperatorModule(L.LightningModule):
         self.lr_halvings = int(div.get("lr_halvings", 0))
         self.divergence_log = list(div.get("log", []))
         self.loss_spike_count = int(div.get("spike_count", 0))
-        self.loss_spikes = [(int(e), int(st), float(v)) for e, st, v in div.get("spikes", [])]
+        self.loss_spikes = [(int(e), int(st), float(v), float(w)) for e, st, v, w in div.get("spikes", [])]
         states = checkpoint.get("rng_states")
         if states:
             torch.set_rng_state(states["torch"])

@@ -581,7 +581,8 @@ def _fit(run, bundle, operator, artifact, notes, out: Path, ckpt_path, resume: b
         "divergence_notes": module.divergence_log,
         # single step losses over train.divergence_factor x the recent median whose next step was normal: kept
         "loss_spikes": module.loss_spike_count,
-        "loss_spike_steps": [list(t) for t in module.loss_spikes],  # (epoch, step, loss), the first 50
+        # (epoch, step, loss, the batch's largest per-sample relative L2 error), the first 50
+        "loss_spike_steps": [list(t) for t in module.loss_spikes],
         **({"cuda_graphs": module.cuda_graphs_used} if module.cuda_graphs_used else {}),
         # where the training batches were gathered: on the GPU from a copy of the split (train.data_on_device)
         **({"data_on_device": on_device} if on_device else {}),

@@ -361,6 +361,8 @@ def test_one_step_spike_is_kept_as_a_hard_batch_and_counted(tiny_config, tmp_pat
     assert m["loss_spikes"] == 2 and [s[:2] for s in m["loss_spike_steps"]] == [[4, 25], [4, 28]]
     assert m["loss_spike_steps"][0][2] > 10.0  # the recorded loss is the spiked one (1000x a loss of order 0.1)
     assert out.count("kept as a hard batch") == 1 and "epoch 4, step 25" in out, out
+    # the whole batch was scaled here, so its worst sample is 1000x a normal error too
+    assert "its worst sample's relative L2 error" in out and m["loss_spike_steps"][0][3] > 10.0
     assert m["epochs"] == 5 and math.isfinite(m["test_rel_l2"])
 
     calls["n"] = 0  # call 30: the last training step of epoch 3 (step 23); call 33: the first of epoch 4 (step 24)
