@@ -172,6 +172,11 @@ for seed in $SEEDS; do
   run "33-b4/gt-whole-seed$seed" --model gt "${C33B4[@]}" --seed "$seed" --coarse-size 33
   run "33-b4/gt-whole-dw64-seed$seed" --model gt "${C33B4[@]}" --seed "$seed" --coarse-size 33 --decoder-width 64
 done
+# the FT at 33^2 on the whole grid too (the task's choice for it up to 24 a side); its 11^2 row is 33-b4/ft-seedS, run
+# again beside it with the divergence guard that keeps a single step's spike (docs/training.md)
+for seed in $SEEDS; do
+  run "33-b4/ft-whole-seed$seed" --model ft-regular "${C33B4[@]}" --seed "$seed" --coarse-size 33
+done
 
 [ -n "${ONLY:-}" ] && exit 0
 # every model on the other grid's test set: on the data's grid (never) and on its training grid (always)
