@@ -22,9 +22,9 @@ while IFS='|' read -r name preset flags; do
   name=$(echo $name); preset=$(echo $preset); [ -z "$name" ] && continue
   [ -f "$OUT/$name/metrics.json" ] && continue
   drop=(); [ "$preset" = darcy-fno ] || drop=("${WITH_DROPOUT[@]}")
-  # the GT rows ran on the automatic 11^2 attention grid; the darcy task now puts the GT's attention on the whole
+  # the GT and FT rows ran on the automatic 11^2 attention grid; the darcy task now puts their attention on the whole
   # grid up to 33 a side, so they pin it
-  case "$preset $flags" in darcy-gt*--coarse-size*) ;; darcy-gt*) drop+=(--coarse-size 11) ;; esac
+  case "$preset $flags" in darcy-[gf]t*--coarse-size*) ;; darcy-[gf]t*) drop+=(--coarse-size 11) ;; esac
   # shellcheck disable=SC2086
   opformer train "$preset" "${COMMON[@]}" "${drop[@]}" $flags --out "$OUT/$name" || echo "run $name failed"
 done <<'RUNS'

@@ -58,6 +58,9 @@ DW32=(--decoder-width 32)
 # the GT rows on 33^2 measured before the task put the Galerkin model's attention on the whole grid up to 33 a side
 # ran on the automatic 11^2 attention grid; they keep it
 GT33_BEFORE=(--coarse-size 11)
+# the FT rows on 33^2 measured before the task put the Fourier-type model's attention on the whole grid up to 33 a side
+# ran on the automatic 11^2 attention grid too; they keep it
+FT33_BEFORE=(--coarse-size 11)
 C17=(--data "$DATA/d17.h5" --n-train 512 --n-val 50 --n-test 100 --epochs 30 --batch-size 16)
 C33=(--data "$DATA/d33b.h5" --test-data "$DATA/d33_test.h5" --n-train 1024 --n-val 50 --epochs 20 --batch-size 16)
 for seed in $SEEDS; do
@@ -74,13 +77,13 @@ run 33/fno --model fno "${C33[@]}"
 run 33/gt --model gt "${C33[@]}" "${GT33_BEFORE[@]}" "${ONE_RATE[@]}" "${WITH_DROPOUT[@]}"   # attention grid 11^2 (default)
 run 33/gt-seed2 --model gt "${C33[@]}" "${GT33_BEFORE[@]}" --seed 2 "${ONE_RATE[@]}" "${WITH_DROPOUT[@]}"
 run 33/gt-coarse17 --model gt "${C33[@]}" --coarse-size 17 "${ONE_RATE[@]}" "${WITH_DROPOUT[@]}"
-run 33/ft --model ft-regular "${FT_BEFORE_RULES[@]}" "${C33[@]}" "${WITH_DROPOUT[@]}"
+run 33/ft --model ft-regular "${FT33_BEFORE[@]}" "${FT_BEFORE_RULES[@]}" "${C33[@]}" "${WITH_DROPOUT[@]}"
 run 33/gt-enclr0.1 --model gt "${C33[@]}" "${GT33_BEFORE[@]}" --lr-scale encoder=0.1 "${WITH_DROPOUT[@]}"
 run 33/gt-enclr0.1-seed2 --model gt "${C33[@]}" "${GT33_BEFORE[@]}" --lr-scale encoder=0.1 --seed 2 "${WITH_DROPOUT[@]}"
 run 33/gt-enclr0.1-seed3 --model gt "${C33[@]}" "${GT33_BEFORE[@]}" --lr-scale encoder=0.1 --seed 3 "${WITH_DROPOUT[@]}"
 run 33/fno-seed2 --model fno "${C33[@]}" --seed 2
 run 33/fno-seed3 --model fno "${C33[@]}" --seed 3
-run 33/ft-enclr0.1 --model ft-regular "${FT_BEFORE_RULES[@]}" "${C33[@]}" --lr-scale encoder=0.1 "${WITH_DROPOUT[@]}"   # the same for FT: worse, not a default
+run 33/ft-enclr0.1 --model ft-regular "${FT33_BEFORE[@]}" "${FT_BEFORE_RULES[@]}" "${C33[@]}" --lr-scale encoder=0.1 "${WITH_DROPOUT[@]}"   # the same for FT: worse, not a default
 # without dropout (residual, FFN and down-scaler dropout 0.05 -> 0; the default up to 48 a side since these rows):
 # the GT underfits with it at 17^2 and 33^2; then both models at batch 8 instead of 16 (twice the steps in the same
 # epochs); the GT at batch 8 with dropout; the FT with and without dropout
@@ -95,21 +98,21 @@ for seed in $SEEDS; do
 done
 run 33-b8/gt-seed3 --model gt "${C33B8[@]}" "${GT33_BEFORE[@]}" --seed 3 --lr-scale encoder=0.1 "${WITH_DROPOUT[@]}"   # batch 8, dropout on
 run 33-more/gt-drop0-dw64-seed3 --model gt "${C33[@]}" "${GT33_BEFORE[@]}" --seed 3 --lr-scale encoder=0.1 "${NO_DROPOUT[@]}" --decoder-width 64
-run 33/ft-drop0 --model ft-regular "${FT_BEFORE_RULES[@]}" "${C33[@]}" "${NO_DROPOUT[@]}"
+run 33/ft-drop0 --model ft-regular "${FT33_BEFORE[@]}" "${FT_BEFORE_RULES[@]}" "${C33[@]}" "${NO_DROPOUT[@]}"
 run 17/ft-drop0-seed1127802 --model ft-regular "${FT_BEFORE_RULES[@]}" "${C17[@]}" "${NO_DROPOUT[@]}"
 run 17/ft-seed1127802 --model ft-regular "${FT_BEFORE_RULES[@]}" "${C17[@]}" "${WITH_DROPOUT[@]}"
 # FT with the 85^2 recipe's warm-up over 15 % of the steps (the peak lr 1e-3 as above): the same on the small grids?
 FT_RATES=(--lr 1e-3 --pct-start 0.15)
-run 33/ft-drop0-lr1e-3-pct0.15 --model ft-regular "${C33[@]}" "${NO_DROPOUT[@]}" "${FT_RATES[@]}" --scale sqrt
+run 33/ft-drop0-lr1e-3-pct0.15 --model ft-regular "${FT33_BEFORE[@]}" "${C33[@]}" "${NO_DROPOUT[@]}" "${FT_RATES[@]}" --scale sqrt
 run 17/ft-drop0-lr1e-3-pct0.15-seed1127802 --model ft-regular "${C17[@]}" "${NO_DROPOUT[@]}" "${FT_RATES[@]}" --scale sqrt
 # and without the 1/sqrt(d) on the FT's scores (--scale null, eq. 5 as printed), the change that helped at 85^2
-run 33/ft-drop0-lr1e-3-pct0.15-scale1 --model ft-regular "${C33[@]}" "${NO_DROPOUT[@]}" "${FT_RATES[@]}" --scale null
+run 33/ft-drop0-lr1e-3-pct0.15-scale1 --model ft-regular "${FT33_BEFORE[@]}" "${C33[@]}" "${NO_DROPOUT[@]}" "${FT_RATES[@]}" --scale null
 # the FT with those defaults (the darcy task's for the Fourier-type model now) on every seed (the 33^2 seed 1127802 is
 # the row above)
 for seed in $SEEDS; do
   run "17/ft-drop0-lr1e-3-pct0.15-scale1-seed$seed" --model ft-regular "${C17[@]}" "${NO_DROPOUT[@]}" "${FT_RATES[@]}" \
     --scale null --seed "$seed"
-  [ "$seed" = 1127802 ] || run "33/ft-drop0-lr1e-3-pct0.15-scale1-seed$seed" --model ft-regular "${C33[@]}" \
+  [ "$seed" = 1127802 ] || run "33/ft-drop0-lr1e-3-pct0.15-scale1-seed$seed" --model ft-regular "${FT33_BEFORE[@]}" "${C33[@]}" \
     "${NO_DROPOUT[@]}" "${FT_RATES[@]}" --scale null --seed "$seed"
 done
 # what a user gets without flags: the preset's batch 4 (the paper's), both models
@@ -117,7 +120,7 @@ C33B4=(--data "$DATA/d33b.h5" --test-data "$DATA/d33_test.h5" --n-train 1024 --n
 for seed in $SEEDS; do
   run "33-b4/fno-seed$seed" --model fno "${C33B4[@]}" --seed "$seed"
   run "33-b4/gt-seed$seed" --model gt "${C33B4[@]}" "${GT33_BEFORE[@]}" --seed "$seed"
-  run "33-b4/ft-seed$seed" --model ft-regular "${C33B4[@]}" --seed "$seed"   # the FT with the task's FT defaults
+  run "33-b4/ft-seed$seed" --model ft-regular "${FT33_BEFORE[@]}" "${C33B4[@]}" --seed "$seed"   # the FT with the task's FT defaults
   # the GT with its spectral decoder 64 wide (its default from 64 to 85 a side; here 32)
   run "33-b4/gt-dw64-seed$seed" --model gt "${C33B4[@]}" "${GT33_BEFORE[@]}" --seed "$seed" --decoder-width 64
 done
@@ -153,7 +156,7 @@ run "64/fno-e25" --model fno "${C64T[@]}" --epochs 25
 # docs/results.md "Twice the epochs"): the same decay on the small grids, with the task's FT defaults otherwise
 for seed in $SEEDS; do
   run "17/ft-wd1e-4-seed$seed" --model ft-regular "${C17[@]}" --seed "$seed" --weight-decay 1e-4
-  run "33-b4/ft-wd1e-4-seed$seed" --model ft-regular "${C33B4[@]}" --seed "$seed" --weight-decay 1e-4
+  run "33-b4/ft-wd1e-4-seed$seed" --model ft-regular "${FT33_BEFORE[@]}" "${C33B4[@]}" --seed "$seed" --weight-decay 1e-4
   run "64/ft-regular-wd1e-4-seed$seed" --model ft-regular "${C64[@]}" --seed "$seed" --weight-decay 1e-4
 done
 
@@ -163,7 +166,7 @@ done
 for seed in $SEEDS; do
   run "17/gt-dw64-seed$seed" --model gt "${C17[@]}" --seed "$seed" --decoder-width 64
   run "17/ft-dw64-seed$seed" --model ft-regular "${C17[@]}" --seed "$seed" --decoder-width 64
-  run "33-b4/ft-dw64-seed$seed" --model ft-regular "${C33B4[@]}" --seed "$seed" --decoder-width 64
+  run "33-b4/ft-dw64-seed$seed" --model ft-regular "${FT33_BEFORE[@]}" "${C33B4[@]}" --seed "$seed" --decoder-width 64
 done
 
 # the GT at 33^2 with attention on the whole grid (the task's choice up to 24 a side), with the decoder of the task's
@@ -172,8 +175,9 @@ for seed in $SEEDS; do
   run "33-b4/gt-whole-seed$seed" --model gt "${C33B4[@]}" --seed "$seed" --coarse-size 33
   run "33-b4/gt-whole-dw64-seed$seed" --model gt "${C33B4[@]}" --seed "$seed" --coarse-size 33 --decoder-width 64
 done
-# the FT at 33^2 on the whole grid too (the task's choice for it up to 24 a side); its 11^2 row is 33-b4/ft-seedS, run
-# again beside it with the divergence guard that keeps a single step's spike (docs/training.md)
+# the FT at 33^2 on the whole grid too (the task's choice for it up to 33 a side since these rows; up to 24 before); its
+# 11^2 row is 33-b4/ft-seedS, run again beside it with the divergence guard that keeps a single step's spike
+# (docs/training.md)
 for seed in $SEEDS; do
   run "33-b4/ft-whole-seed$seed" --model ft-regular "${C33B4[@]}" --seed "$seed" --coarse-size 33
 done

@@ -570,7 +570,7 @@ def test_darcy_models_zero_the_outer_ring_only_when_the_data_have_it_on_the_wall
     assert ring_cost(node + 1e-4 * cell) < RING_TOLERANCE  # near-wall values, as the strided 421 data
 
 
-def test_darcy_attention_runs_on_the_whole_grid_up_to_33_points_a_side_for_the_gt_and_24_for_the_others():
+def test_darcy_attention_runs_on_the_whole_grid_up_to_33_points_a_side_for_the_gt_and_ft_and_24_for_the_others():
     task = resolve(load_preset("darcy-gt")).task
 
     def fitted(preset, side, **over):
@@ -582,13 +582,17 @@ def test_darcy_attention_runs_on_the_whole_grid_up_to_33_points_a_side_for_the_g
         assert model["coarse_size"] == side and any(f"attention grid 43 -> {side}, the whole grid," in n for n in notes)
     for side in (8, 16, 17, 24):
         assert fitted("darcy-gt-cpu", side)[0]["coarse_size"] == side  # its 29 does not fit either
+        for preset in ("darcy-st", "darcy-lt"):
+            assert fitted(preset, side)[0]["coarse_size"] == side, (preset, side)
+    for side in (8, 17, 24, 25, 33):
         for preset in ("darcy-ft-regular", "darcy-ft"):
             assert fitted(preset, side)[0]["coarse_size"] == side, (preset, side)
     for side in (25, 33):
-        for preset in ("darcy-ft-regular", "darcy-ft"):
+        for preset in ("darcy-st", "darcy-lt"):
             assert fitted(preset, side)[0]["coarse_size"] is None, (preset, side)  # the automatic 0.3 ratio (33 -> 11)
     for side in (34, 40):
-        assert fitted("darcy-gt", side)[0]["coarse_size"] is None
+        for preset in ("darcy-gt", "darcy-ft-regular"):
+            assert fitted(preset, side)[0]["coarse_size"] is None, (preset, side)
     assert fitted("darcy-gt", 17, coarse_size=6)[0]["coarse_size"] == 6  # the user's own grid is kept
     assert fitted("darcy-gt", 33, coarse_size=11)[0]["coarse_size"] == 11
 
