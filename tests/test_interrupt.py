@@ -22,7 +22,16 @@ class _SignalWhilePickled:
         return (int, (7,))
 
 
-def test_a_signal_in_the_block_comes_after_it_and_only_once():
+@pytest.fixture
+def ctrl_c_raises():
+    """SIGINT raises KeyboardInterrupt in this test whatever the process inherited: a process started in the
+    background of a non-interactive shell inherits SIGINT ignored, and Python then installs no handler for it."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_a_signal_in_the_block_comes_after_it_and_only_once(ctrl_c_raises):
     steps = []
     with pytest.raises(KeyboardInterrupt):
         with deferred():
@@ -59,7 +68,7 @@ def test_an_ignored_signal_stays_ignored():
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_ctrl_c_inside_a_checkpoint_write_leaves_the_whole_file_and_then_interrupts(tmp_path, signum):
+def test_ctrl_c_inside_a_checkpoint_write_leaves_the_whole_file_and_then_interrupts(tmp_path, signum, ctrl_c_raises):
     """Raised inside torch.save, the KeyboardInterrupt became torch's RuntimeError ("unexpected pos") and the run
     ended with a traceback; held, the checkpoint is written whole and the interruption follows."""
     path = tmp_path / "checkpoints" / "last.ckpt"
