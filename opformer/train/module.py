@@ -273,6 +273,7 @@ class OperatorModule(L.LightningModule):
         value = step.value()
         finite, ok = self._check(step.loss, value)
         spike, self._spike = self._spike, None
+        counted = ok  # whether this step enters the step median and the epoch's sums now
         if finite and not ok and spike is None:
             errs = step.l2.detach().to("cpu", torch.float64).flatten().tolist()  # this process's samples
             self._spike = (step.epoch, step.step, value, statistics.median(self._recent), self._sums_of(step), errs)
@@ -284,6 +285,10 @@ class OperatorModule(L.LightningModule):
                 at = spike[:2]
             if self._recover(value, why, at=at):
                 return False
+            if finite:  # no retries left: both steps are kept and counted as they are
+                self._recent.append(spike[2])
+                self._train_sums[:3] += spike[4]
+                counted = True
         elif spike is not None:
             self._isolated_spike(spike)
         if not finite:
@@ -298,7 +303,7 @@ class OperatorModule(L.LightningModule):
                 "state was written; lower train.lr or check the data."
             )
         self._last_finite = (step.epoch, step.step, value)
-        if ok:  # a spike enters neither the median it is judged against nor the epoch's sums until it is judged
+        if counted:  # a spike enters neither the median it is judged against nor the epoch's sums until it is judged
             self._recent.append(value)
             self._train_sums[:3] += self._sums_of(step)
         return True

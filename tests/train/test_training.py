@@ -373,6 +373,27 @@ def test_one_step_spike_is_kept_as_a_hard_batch_and_counted(tiny_config, tmp_pat
     assert "at epoch 3 (step 23): restored the state of the start of epoch 3" in m["divergence_notes"][0]
 
 
+def test_a_blow_up_with_no_retries_left_is_trained_on_and_counted(tiny_config, tmp_path, monkeypatch):
+    """Every training step of epoch 4 at 1000x with no retries (--divergence-retries 0): nothing is restored, the run
+    ends, and the epoch's logged training loss holds those steps (a spike and the one after it are both counted once
+    no restore can follow), not an empty or spike-free mean."""
+    from opformer.tasks import burgers as M
+    from opformer.train.plots import read_run_history
+
+    real, calls = M.rel_l2, {"n": 0}
+
+    def blown(pred, target):
+        calls["n"] += 1
+        out = real(pred, target)
+        return out * 1000.0 if 33 <= calls["n"] <= 38 else out  # the six training steps of epoch 4
+
+    monkeypatch.setattr(M, "rel_l2", blown)
+    m = train(_cfg(tiny_config, epochs=5, divergence_retries=0), tmp_path / "run", progress=False)
+    assert m["lr_halvings"] == 0 and m["epochs"] == 5
+    loss = dict(read_run_history(tmp_path / "run" / "logs")["train_loss_epoch"])
+    assert loss[4] > 100 * loss[3], loss
+
+
 def test_a_collapse_to_the_mean_is_restored_from(tiny_config, tmp_path, monkeypatch):
     """Epoch 3's validation predictions replaced by the validation targets' mean field (what a model that collapsed
     to the mean predicts): its error is the mean field's, well above the best so far but far under the blow-up
