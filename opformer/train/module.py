@@ -8,7 +8,7 @@ import math
 import statistics
 import random
 import time
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 import lightning as L
 import numpy as np
@@ -86,6 +86,17 @@ class _StepLoss:
         return float(self.loss)
 
 
+class _Spike(NamedTuple):
+    """A finite step loss over ``divergence_factor`` times the recent median, kept and judged by the next step."""
+
+    epoch: int
+    step: int
+    loss: float
+    median: float  # of the recent step losses it was judged against
+    sums: Tensor  # its share of the epoch's sums, added once it is judged
+    errs: list  # the relative L2 error of each sample of the batch (this process's)
+
+
 class OperatorModule(L.LightningModule):
     """Trains a task's :class:`~opformer.tasks.Operator` on batches ``{"input", "target", "coords", ...}``.
 
@@ -119,16 +130,14 @@ class OperatorModule(L.LightningModule):
         self._mean_field_err: Optional[float] = None
         self.lr_halvings = 0
         self.divergence_log: list[str] = []
-        # a finite step loss over divergence_factor x the recent median, kept and judged by the next step:
-        # (epoch, step, loss, median, its share of the epoch's sums); a blow-up's loss stays high, a hard batch's (one
-        # outlier sample) does not
-        self._spike: Optional[tuple] = None
+        # a spike waiting for the next step: a blow-up's loss stays high, a hard batch's (one outlier sample) does not
+        self._spike: Optional[_Spike] = None
         # the isolated spikes kept: (epoch, step, loss, the largest relative L2 error of a sample of the batch)
         self.loss_spikes: list[tuple[int, int, float, float]] = []
         self.loss_spike_count = 0
         self._train_sums: Optional[Tensor] = None  # this epoch's (sum of loss x batch, sum of rel. L2, samples)
-        self._train_means: Optional[tuple[int, dict]] = None  # (epoch, its means over all ranks), computed once
-        self._mean_wo_spikes: Optional[float] = None
+        # (epoch, its means over all ranks, its mean loss without the isolated spikes), computed once
+        self._train_means: Optional[tuple[int, dict, Optional[float]]] = None
         self._pending: Optional[_StepLoss] = None  # a step loss whose check is deferred to the next step
         self.cuda_graphs_used: Optional[dict] = None  # set at the end of a run that had CUDA graphs attached
         # test passes with the network's dropout modules switched on (the trainer's end-of-run dropout check)
@@ -180,17 +189,20 @@ class OperatorModule(L.LightningModule):
     def train_epoch_means(self) -> dict:
         """``{"train_loss_epoch", "train_rel_l2"}`` of the epoch that just ended, averaged over the samples of every
         rank (a collective the first time it is called in an epoch: call it on every rank); empty without steps."""
-        if self._train_means is not None and self._train_means[0] == self.current_epoch:
-            return self._train_means[1]
+        if self._train_means is None or self._train_means[0] != self.current_epoch:
+            self._train_means = self._epoch_means()
+        return self._train_means[1]
+
+    def _epoch_means(self) -> tuple[int, dict, Optional[float]]:
+        """(epoch, :meth:`train_epoch_means`, the mean loss without the isolated spikes: what the epoch's blow-up
+        rules judge)."""
         sums = self._train_sums if self._train_sums is not None else torch.zeros(6, dtype=torch.float64)
         if self.trainer is not None and self.trainer.world_size > 1:
             sums = self.trainer.strategy.reduce(sums.clone(), reduce_op="sum")
         loss, l2, count, spike_loss, _, spike_count = (float(v) for v in sums)
         means = {"train_loss_epoch": loss / count, "train_rel_l2": l2 / count} if count > 0 else {}
-        # the mean loss without the isolated spikes: what the epoch's blow-up rules judge
-        self._mean_wo_spikes = (loss - spike_loss) / (count - spike_count) if count > spike_count else None
-        self._train_means = (self.current_epoch, means)
-        return means
+        without_spikes = (loss - spike_loss) / (count - spike_count) if count > spike_count else None
+        return self.current_epoch, means, without_spikes
 
     def on_train_epoch_end(self) -> None:
         # the epoch's training metrics, logged once (per-step logging costs milliseconds a step); the values are
@@ -202,7 +214,8 @@ class OperatorModule(L.LightningModule):
             return
         # over the samples of every rank (one decision for all ranks), without the isolated spikes: one hard batch
         # is no slow blow-up
-        mean = self._mean_wo_spikes if self._mean_wo_spikes is not None else means["train_loss_epoch"]
+        without_spikes = self._train_means[2]
+        mean = without_spikes if without_spikes is not None else means["train_loss_epoch"]
         # this epoch's validation error (Lightning validates before this hook), over all ranks: an epoch that more
         # than doubled it (divergence_factor / 10 times the best) left a damaged state even where its training loss
         # did not rise
@@ -276,18 +289,18 @@ class OperatorModule(L.LightningModule):
         counted = ok  # whether this step enters the step median and the epoch's sums now
         if finite and not ok and spike is None:
             errs = step.l2.detach().to("cpu", torch.float64).flatten().tolist()  # this process's samples
-            self._spike = (step.epoch, step.step, value, statistics.median(self._recent), self._sums_of(step), errs)
+            self._spike = _Spike(step.epoch, step.step, value, statistics.median(self._recent), self._sums_of(step), errs)
         elif not ok:
             why, at = None, (step.epoch, step.step)
             if finite:  # the second spike in a row: a blow-up, reported from its first step
-                why = (f"losses {spike[2]:.4g} and {value:.4g} of two steps in a row (over "
-                       f"{self.train_cfg.divergence_factor:g}x the median {spike[3]:.3g} of the recent steps)")
-                at = spike[:2]
+                why = (f"losses {spike.loss:.4g} and {value:.4g} of two steps in a row (over "
+                       f"{self.train_cfg.divergence_factor:g}x the median {spike.median:.3g} of the recent steps)")
+                at = (spike.epoch, spike.step)
             if self._recover(value, why, at=at):
                 return False
             if finite:  # no retries left: both steps are kept and counted as they are
-                self._recent.append(spike[2])
-                self._train_sums[:3] += spike[4]
+                self._recent.append(spike.loss)
+                self._train_sums[:3] += spike.sums
                 counted = True
         elif spike is not None:
             self._isolated_spike(spike)
@@ -319,12 +332,11 @@ class OperatorModule(L.LightningModule):
 
     _SPIKES_KEPT = 50  # isolated spikes listed in the metrics (all are counted)
 
-    def _isolated_spike(self, spike: tuple) -> None:
+    def _isolated_spike(self, spike: _Spike) -> None:
         """A spike whose next step was normal: kept (its loss enters the sums of the epoch running now); the first
         one is announced, all are counted."""
         epoch, step, value, median, sums, errs = spike
-        if self._train_sums is not None:
-            self._train_sums += torch.cat((sums, sums))
+        self._train_sums += torch.cat((sums, sums))
         self.loss_spike_count += 1
         worst = max(errs)
         if len(self.loss_spikes) < self._SPIKES_KEPT:
