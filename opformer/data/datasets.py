@@ -280,6 +280,12 @@ class SplitArrays:
     def train(self) -> dict[str, np.ndarray]:
         return self.arrays["train"] if "train" in self.arrays else self._read("train")
 
+    def origin(self, split: str) -> tuple[np.ndarray, str]:
+        """Where the samples of ``split`` come from: their numbers in the source (its own sample numbers: the global
+        ones of a sharded file) and the source's short name, for messages about single samples."""
+        src = self._test_src if split == "test" else self._train_src
+        return src.first_index + np.asarray(self._indices[split], dtype=np.int64), src.describe()
+
 
 def _f32(x) -> torch.Tensor:
     return torch.as_tensor(np.ascontiguousarray(x), dtype=torch.float32)
@@ -287,15 +293,25 @@ def _f32(x) -> torch.Tensor:
 
 class FieldDataset(torch.utils.data.Dataset):
     """Samples as dicts of tensors: ``items`` hold one entry per sample (first axis), ``shared`` the same for all
-    (e.g. the coordinates).  Arrays are stored as float32 tensors."""
+    (e.g. the coordinates).  Arrays are stored as float32 tensors.  ``origin`` (numbers, source name), as
+    :meth:`SplitArrays.origin` gives it, lets :meth:`describe` name a sample by its number in the user's file."""
 
-    def __init__(self, items: dict, shared: Optional[dict] = None, info: Optional[dict] = None):
+    def __init__(self, items: dict, shared: Optional[dict] = None, info: Optional[dict] = None,
+                 origin: Optional[tuple] = None):
         self._items = {k: _f32(v) for k, v in items.items()}
         self._shared = {k: _f32(v) for k, v in (shared or {}).items()}
         lengths = {int(v.shape[0]) for v in self._items.values()}
         if len(lengths) != 1:
             raise DataError(f"items of different lengths: { {k: v.shape for k, v in self._items.items()} }")
         self.info = dict(info or {})
+        self.origin = origin
+
+    def describe(self, k: int) -> str:
+        """Sample ``k`` in the user's terms: "sample N of FILE" (N its number in the file) when the origin is known."""
+        if self.origin is None:
+            return f"sample {k} of the split"
+        numbers, where = self.origin
+        return f"sample {int(numbers[k])} of {where}"
 
     def __len__(self) -> int:
         return int(next(iter(self._items.values())).shape[0])

@@ -56,7 +56,8 @@ class BurgersTask(Task):
         normalizers = dict(normalizers or {})
         if options.normalize_input and "input" not in normalizers:
             normalizers["input"] = UnitGaussianNormalizer.fit(arrays.train()["input"], kind="periodic", axes=[x])
-        datasets = {split: FieldDataset(arrays[split], {"coords": x[:, None]}) for split in splits}
+        datasets = {split: FieldDataset(arrays[split], {"coords": x[:, None]}, origin=arrays.origin(split))
+                    for split in splits}
         return Bundle(datasets, normalizers, "periodic", (len(x),), (len(x),),
                       {"train": str(files["train"]), "test": str(files.get("test") or files["train"])})
 

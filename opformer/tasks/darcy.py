@@ -211,7 +211,8 @@ class DarcyTask(Task):
             for role in ("input", "target"):
                 normalizers.setdefault(role, UnitGaussianNormalizer.fit(tr[role], kind=kind, axes=[x[::s]] * 2))
         xs = x[::s]
-        datasets = {split: FieldDataset(arrays[split], {"coords": coords_2d(xs)}) for split in splits}
+        datasets = {split: FieldDataset(arrays[split], {"coords": coords_2d(xs)}, origin=arrays.origin(split))
+                    for split in splits}
         warnings = wrong_sign_warnings(train_src, test_src, idx,
                                        {split: arrays[split]["target"][..., 0] for split in splits})
         return Bundle(datasets, normalizers, kind, (len(xs),) * 2, (len(xs),) * 2,

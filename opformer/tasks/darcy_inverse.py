@@ -78,7 +78,8 @@ class DarcyInverseTask(Task):
         xc = pool_nanmean(pool_nanmean(g, s), k)[:, 0]  # the coarse grid, pooled like the target
         if len(xc) < 2:
             raise DataError(f"--coarse-factor {k} leaves a target grid of {len(xc)} point(s); choose a smaller one")
-        datasets = {split: FieldDataset(arrays[split], {"coords": coords_2d(xs)}) for split in splits}
+        datasets = {split: FieldDataset(arrays[split], {"coords": coords_2d(xs)}, origin=arrays.origin(split))
+                    for split in splits}
         return Bundle(datasets, normalizers, kind, (len(xs),) * 2, (len(xc),) * 2,
                       {"train": str(files["train"]), "test": str(files.get("test") or files["train"])},
                       warnings=warnings)

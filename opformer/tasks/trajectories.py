@@ -135,12 +135,21 @@ class PairDataset(torch.utils.data.Dataset):
     side by side in the channel axis, the target snapshot i+1, and there is no lead time (the FNO protocol)."""
 
     def __init__(self, trajectories: np.ndarray, times: np.ndarray, pairs: np.ndarray, coords: np.ndarray,
-                 history: int = 1):
+                 history: int = 1, origin: Optional[tuple] = None):
         self.traj = torch.as_tensor(np.ascontiguousarray(trajectories), dtype=torch.float32)
         self.times = torch.as_tensor(np.asarray(times, dtype=np.float64))
         self.pairs = torch.as_tensor(pairs)
         self.coords = torch.as_tensor(coords, dtype=torch.float32)
         self.history = int(history)
+        self.origin = origin  # (the trajectories' numbers in their file, the file's short name)
+
+    def describe(self, k: int) -> str:
+        """Item ``k`` in the user's terms: its trajectory (by number in the file when the origin is known) and the
+        snapshots it maps between."""
+        t, i, j = (int(v) for v in self.pairs[k])
+        traj = f"trajectory {t} of the split" if self.origin is None else (
+            f"trajectory {int(self.origin[0][t])} of {self.origin[1]}")
+        return f"{traj}, snapshot {i} -> {j}"
 
     def __len__(self) -> int:
         return int(self.pairs.shape[0])
@@ -288,7 +297,8 @@ class TrajectoryTask(Task):
                 pairs = make_pairs(len(arrays[split]), allowed, "one-at-a-time", False)
             else:
                 pairs = make_pairs(len(arrays[split]), np.arange(n_times), "one-at-a-time", False)
-            datasets[split] = PairDataset(arrays[split], test_times if split == "test" else times, pairs, coords, h)
+            datasets[split] = PairDataset(arrays[split], test_times if split == "test" else times, pairs, coords, h,
+                                         origin=read.origin(split))
         info = {"times": times.tolist(), "max_lead": float(times[allowed[-1]] - times[allowed[0]]),
                 "step": float(np.min(np.diff(times))), "key": key, "history": h}
         return Bundle(datasets, normalizers, "periodic", grid, grid,

@@ -70,8 +70,9 @@ class _StepLoss:
     ``deferred`` on a GPU, copied into pinned host memory without waiting and read at the next step (an event marks
     the copy's end, long past by then)."""
 
-    def __init__(self, loss: Tensor, l2: Tensor, epoch: int, step: int, deferred: bool = False):
+    def __init__(self, loss: Tensor, l2: Tensor, epoch: int, step: int, deferred: bool = False, batch_idx: int = -1):
         self.loss, self.l2, self.epoch, self.step, self.deferred = loss.detach(), l2.detach(), epoch, step, deferred
+        self.batch_idx = batch_idx  # the batch's position in its epoch (finds its samples again, see _sample_names)
         self._host, self._event = None, None
         if deferred and self.loss.device.type == "cuda":
             self._host = torch.empty((), dtype=self.loss.dtype, pin_memory=True)
@@ -95,6 +96,7 @@ class _Spike(NamedTuple):
     median: float  # of the recent step losses it was judged against
     sums: Tensor  # its share of the epoch's sums, added once it is judged
     errs: list  # the relative L2 error of each sample of the batch (this process's)
+    samples: Optional[list]  # those samples in the user's terms ("sample 753 of FILE"), when they can be found
 
 
 class OperatorModule(L.LightningModule):
@@ -132,9 +134,11 @@ class OperatorModule(L.LightningModule):
         self.divergence_log: list[str] = []
         # a spike waiting for the next step: a blow-up's loss stays high, a hard batch's (one outlier sample) does not
         self._spike: Optional[_Spike] = None
-        # the isolated spikes kept: (epoch, step, loss, the largest relative L2 error of a sample of the batch)
-        self.loss_spikes: list[tuple[int, int, float, float]] = []
+        # the isolated spikes kept: (epoch, step, loss, the largest relative L2 error of a sample of the batch, that
+        # sample in the user's terms or None)
+        self.loss_spikes: list[tuple[int, int, float, float, Optional[str]]] = []
         self.loss_spike_count = 0
+        self.loss_spike_samples: collections.Counter = collections.Counter()  # worst sample of a spike: how often
         self._train_sums: Optional[Tensor] = None  # this epoch's (sum of loss x batch, sum of rel. L2, samples)
         # (epoch, its means over all ranks, its mean loss without the isolated spikes), computed once
         self._train_means: Optional[tuple[int, dict, Optional[float]]] = None
@@ -289,7 +293,8 @@ class OperatorModule(L.LightningModule):
         counted = ok  # whether this step enters the step median and the epoch's sums now
         if finite and not ok and spike is None:
             errs = step.l2.detach().to("cpu", torch.float64).flatten().tolist()  # this process's samples
-            self._spike = _Spike(step.epoch, step.step, value, statistics.median(self._recent), self._sums_of(step), errs)
+            self._spike = _Spike(step.epoch, step.step, value, statistics.median(self._recent), self._sums_of(step), errs,
+                                 self._sample_names(step, len(errs)))
         elif not ok:
             why, at = None, (step.epoch, step.step)
             if finite:  # the second spike in a row: a blow-up, reported from its first step
@@ -332,23 +337,37 @@ class OperatorModule(L.LightningModule):
 
     _SPIKES_KEPT = 50  # isolated spikes listed in the metrics (all are counted)
 
+    def _sample_names(self, step: _StepLoss, count: int) -> Optional[list]:
+        """The samples of a training step's batch on this process in the user's terms, or None where they cannot be
+        found (no data module that knows the run's batches)."""
+        dm = getattr(self._trainer, "datamodule", None) if self._trainer is not None else None
+        find = getattr(dm, "train_batch_samples", None)
+        if step.batch_idx < 0 or not callable(find):
+            return None
+        names = find(step.epoch, step.batch_idx)
+        return names if len(names) == count else None
+
     def _isolated_spike(self, spike: _Spike) -> None:
         """A spike whose next step was normal: kept (its loss enters the sums of the epoch running now); the first
-        one is announced, all are counted."""
-        epoch, step, value, median, sums, errs = spike
+        one is announced, all are counted, and its worst sample is named where it can be found."""
+        epoch, step, value, median, sums, errs, names = spike
         self._train_sums += torch.cat((sums, sums))
         self.loss_spike_count += 1
-        worst = max(errs)
+        at = max(range(len(errs)), key=errs.__getitem__)
+        worst, name = errs[at], (names[at] if names else None)
+        if name is not None:
+            self.loss_spike_samples[name] += 1
         if len(self.loss_spikes) < self._SPIKES_KEPT:
-            self.loss_spikes.append((epoch, step, value, worst))
+            self.loss_spikes.append((epoch, step, value, worst, name))
         if self.loss_spike_count == 1 and self.trainer is not None and self.trainer.is_global_zero:
             one_process = self.trainer.world_size == 1
-            samples = (f"; its worst sample's relative L2 error {worst:.3g}, the other {len(errs) - 1} samples' median "
-                       f"{statistics.median(sorted(errs)[:-1]):.3g}" if one_process and len(errs) > 1 else "")
+            who = f"its worst sample ({name})" if name is not None else "its worst sample"
+            samples = (f"; {who} has relative L2 error {worst:.3g}, the other {len(errs) - 1} samples' median "
+                       f"{statistics.median(errs[:at] + errs[at + 1:]):.3g}" if one_process and len(errs) > 1 else "")
             print(f"note: the loss of epoch {epoch}, step {step} ({value:.4g}) was over "
                   f"{self.train_cfg.divergence_factor:g}x the median {median:.3g} of the recent steps{samples}, and the "
                   "next step's was not: kept as a hard batch (an outlier sample, not a blow-up); such steps are "
-                  "counted in metrics.json (loss_spikes, loss_spike_steps)", flush=True)
+                  "counted in metrics.json (loss_spikes, loss_spike_steps, loss_spike_samples)", flush=True)
 
     def _judge_pending(self) -> bool:
         """Judge the deferred step, if any (see :meth:`_accept`)."""
@@ -399,7 +418,8 @@ class OperatorModule(L.LightningModule):
             batch = self.task.augment(batch, self.train_cfg.augment, gen)
         _, l2, reg = self._losses(batch)
         loss = (l2 + reg).mean()
-        step = _StepLoss(loss, l2, self.current_epoch, self.global_step, deferred=self._defers_check(loss))
+        step = _StepLoss(loss, l2, self.current_epoch, self.global_step, deferred=self._defers_check(loss),
+                         batch_idx=batch_idx)
         if step.deferred:  # this step's loss is judged at the next step; the previous one's now
             kept = self._judge_pending()
             self._pending = step if kept else None  # after a restore this step's loss is from the diverged state
@@ -539,7 +559,8 @@ class OperatorModule(L.LightningModule):
         checkpoint["training_seconds"] = self.training_seconds()
         checkpoint["divergence"] = {"retries_used": self._retries_used, "lr_halvings": self.lr_halvings,
                                     "log": list(self.divergence_log), "spike_count": self.loss_spike_count,
-                                    "spikes": [list(t) for t in self.loss_spikes]}
+                                    "spikes": [list(t) for t in self.loss_spikes],
+                                    "spike_samples": dict(self.loss_spike_samples)}
         checkpoint["rng_states"] = {
             "torch": torch.get_rng_state(),
             "numpy": _np_state_to_plain(np.random.get_state()),
@@ -553,7 +574,10 @@ class OperatorModule(L.LightningModule):
         self.lr_halvings = int(div.get("lr_halvings", 0))
         self.divergence_log = list(div.get("log", []))
         self.loss_spike_count = int(div.get("spike_count", 0))
-        self.loss_spikes = [(int(e), int(st), float(v), float(w)) for e, st, v, w in div.get("spikes", [])]
+        # a spike's sample name was added later: a checkpoint without it resumes with None there
+        self.loss_spikes = [(int(t[0]), int(t[1]), float(t[2]), float(t[3]), t[4] if len(t) > 4 else None)
+                            for t in div.get("spikes", [])]
+        self.loss_spike_samples = collections.Counter({str(k): int(v) for k, v in div.get("spike_samples", {}).items()})
         states = checkpoint.get("rng_states")
         if states:
             torch.set_rng_state(states["torch"])

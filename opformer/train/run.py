@@ -344,14 +344,28 @@ class _DataModule(L.LightningDataModule):
             raise ConfigError(f"batch size {batch} is not divisible by the number of processes {world}")
         return batch // world
 
-    def _loader(self, ds: Dataset, batch: int, shuffle: bool) -> DataLoader:
+    def _sampler(self, ds: Dataset, shuffle: bool):
         world = self.trainer.world_size if self.trainer else 1
         rank = self.trainer.global_rank if self.trainer else 0
-        t = self.t
         if shuffle:
-            sampler = EpochShuffleSampler(len(ds), t.seed, world, rank, shuffle=True)
-        else:
-            sampler = list(range(rank, len(ds), world))
+            return EpochShuffleSampler(len(ds), self.t.seed, world, rank, shuffle=True)
+        return list(range(rank, len(ds), world))
+
+    def train_batch_samples(self, epoch: int, batch_idx: int) -> list[str]:
+        """The samples of this process's training batch ``batch_idx`` of ``epoch``, in the user's terms (e.g. "sample
+        753 of data/d33.h5"), in batch order.  The shuffle depends only on (seed, epoch, rank), so the batch is
+        found again from its position without the batches carrying their indices."""
+        ds = self.ds["train"]
+        sampler = self._sampler(ds, True)
+        sampler.set_epoch(epoch)
+        size = self._per_device(self.t.batch_size)
+        ids = list(sampler)[batch_idx * size : (batch_idx + 1) * size]
+        describe = getattr(ds, "describe", None)
+        return [describe(k) if callable(describe) else f"sample {k} of the training split" for k in ids]
+
+    def _loader(self, ds: Dataset, batch: int, shuffle: bool) -> DataLoader:
+        t = self.t
+        sampler = self._sampler(ds, shuffle)
         size = self._per_device(batch) if shuffle else batch
         # on a CUDA device the batches are put in pinned host memory: a copy from pageable memory may make the host wait
         # for the device's queue at every step (docs/benchmarks.md, CUDA graphs)
@@ -581,8 +595,10 @@ def _fit(run, bundle, operator, artifact, notes, out: Path, ckpt_path, resume: b
         "divergence_notes": module.divergence_log,
         # single step losses over train.divergence_factor x the recent median whose next step was normal: kept
         "loss_spikes": module.loss_spike_count,
-        # (epoch, step, loss, the batch's largest per-sample relative L2 error), the first 50
+        # (epoch, step, loss, the batch's largest per-sample relative L2 error, that sample), the first 50
         "loss_spike_steps": [list(t) for t in module.loss_spikes],
+        # the samples that were the worst of a spiking batch, most often first, with how often: samples to check
+        "loss_spike_samples": [[name, n] for name, n in module.loss_spike_samples.most_common(20)],
         **({"cuda_graphs": module.cuda_graphs_used} if module.cuda_graphs_used else {}),
         # where the training batches were gathered: on the GPU from a copy of the split (train.data_on_device)
         **({"data_on_device": on_device} if on_device else {}),

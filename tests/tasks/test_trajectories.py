@@ -46,6 +46,11 @@ def test_splits_are_by_trajectory_and_pairs_carry_their_lead_time(ns_file):
         item = tr[k]
         assert item["lead_time"] == pytest.approx(times[j] - times[i]) and item["lead_time"] > 0
         assert torch.equal(item["input"], tr.traj[t, i]) and torch.equal(item["target"], tr.traj[t, j])
+    # an item named in the user's terms (the divergence guard's notes): its trajectory's number in the file
+    t, i, j = te.pairs[len(te) - 1].tolist()
+    assert te.describe(len(te) - 1) == f"trajectory {16 + t} of {ns_file}, snapshot {i} -> {j}"
+    t, i, j = tr.pairs[5].tolist()
+    assert tr.describe(5) == f"trajectory {t} of {ns_file}, snapshot {i} -> {j}"
 
 
 def test_max_time_keeps_later_snapshots_for_testing_only(ns_file):

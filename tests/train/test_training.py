@@ -362,7 +362,7 @@ def test_one_step_spike_is_kept_as_a_hard_batch_and_counted(tiny_config, tmp_pat
     assert m["loss_spike_steps"][0][2] > 10.0  # the recorded loss is the spiked one (1000x a loss of order 0.1)
     assert out.count("kept as a hard batch") == 1 and "epoch 4, step 25" in out, out
     # the whole batch was scaled here, so its worst sample is 1000x a normal error too
-    assert "its worst sample's relative L2 error" in out and m["loss_spike_steps"][0][3] > 10.0
+    assert "its worst sample (sample " in out and ") has relative L2 error" in out and m["loss_spike_steps"][0][3] > 10.0
     assert m["epochs"] == 5 and math.isfinite(m["test_rel_l2"])
 
     calls["n"] = 0  # call 30: the last training step of epoch 3 (step 23); call 33: the first of epoch 4 (step 24)
@@ -582,3 +582,31 @@ def test_adam_beta2_reaches_the_trainers_optimizer(tiny_config, tmp_path):
     with pytest.raises(ConfigError, match="adam-beta2: must be <= 0.9999"):
         _cfg(tiny_config, adam_beta2=1.0)
 
+
+
+def test_a_spike_names_the_sample_that_caused_it(tiny_config, burgers_file, tmp_path, capsys):
+    """A training file with one bad sample (its target scaled down 100 times, so the model's relative error on it is
+    about 100 times the others'): each batch that holds it spikes alone and is kept, and the note and metrics.json
+    name that sample by its number in the file, found again from the batch's position in its epoch."""
+    import shutil
+
+    import h5py
+    import yaml
+
+    bad = 13  # a training sample (the training split is the file's first 24)
+    data = tmp_path / "one-bad-sample.h5"
+    shutil.copy(burgers_file, data)
+    with h5py.File(data, "r+") as f:
+        f["u"][bad] = f["u"][bad] * 1e-2
+    cfg = yaml.safe_load(tiny_config.read_text())
+    cfg["data"]["path"] = str(data)
+    cfg["train"]["epochs"] = 8
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    m = train(_cfg(path), tmp_path / "run", progress=False)
+    out = capsys.readouterr().out
+    name = f"sample {bad} of {data}"
+    assert m["loss_spikes"] >= 2, (m["loss_spikes"], m["divergence_notes"])
+    assert all(s[4] == name for s in m["loss_spike_steps"]), m["loss_spike_steps"]
+    assert m["loss_spike_samples"] == [[name, m["loss_spikes"]]]
+    assert f"its worst sample ({name}) has relative L2 error" in out, out
