@@ -135,10 +135,11 @@ class OperatorModule(L.LightningModule):
         # a spike waiting for the next step: a blow-up's loss stays high, a hard batch's (one outlier sample) does not
         self._spike: Optional[_Spike] = None
         # the isolated spikes kept: (epoch, step, loss, the largest relative L2 error of a sample of the batch, that
-        # sample in the user's terms or None)
+        # sample in the user's terms when it alone caused the spike and can be found, else None)
         self.loss_spikes: list[tuple[int, int, float, float, Optional[str]]] = []
         self.loss_spike_count = 0
         self.loss_spike_samples: collections.Counter = collections.Counter()  # worst sample of a spike: how often
+        self._spikes_announced: set = set()  # the kinds of spike announced so far ("outlier", "batch")
         self._train_sums: Optional[Tensor] = None  # this epoch's (sum of loss x batch, sum of rel. L2, samples)
         # (epoch, its means over all ranks, its mean loss without the isolated spikes), computed once
         self._train_means: Optional[tuple[int, dict, Optional[float]]] = None
@@ -347,27 +348,49 @@ class OperatorModule(L.LightningModule):
         names = find(step.epoch, step.batch_idx)
         return names if len(names) == count else None
 
+    #: a spike is one sample's (an outlier) when the median error of the batch's other samples stays under this
+    #: fraction of ``divergence_factor`` times the recent median; over it, the whole batch rose (a passing rise of the
+    #: loss that the next step did not confirm), and no sample is named
+    OUTLIER_FRACTION = 0.25
+
     def _isolated_spike(self, spike: _Spike) -> None:
-        """A spike whose next step was normal: kept (its loss enters the sums of the epoch running now); the first
-        one is announced, all are counted, and its worst sample is named where it can be found."""
+        """A spike whose next step was normal: kept (its loss enters the sums of the epoch running now) and counted.
+        When the batch's other samples are at their usual level, its worst sample is the cause and is named where it
+        can be found (``loss_spike_samples``); when they rose too, it was the whole batch.  The first of each kind
+        is announced."""
         epoch, step, value, median, sums, errs, names = spike
         self._train_sums += torch.cat((sums, sums))
         self.loss_spike_count += 1
         at = max(range(len(errs)), key=errs.__getitem__)
-        worst, name = errs[at], (names[at] if names else None)
+        worst = errs[at]
+        others = statistics.median(errs[:at] + errs[at + 1:]) if len(errs) > 1 else None
+        factor = self.train_cfg.divergence_factor
+        outlier = others is not None and others <= self.OUTLIER_FRACTION * factor * median
+        name = names[at] if names and outlier else None
         if name is not None:
             self.loss_spike_samples[name] += 1
         if len(self.loss_spikes) < self._SPIKES_KEPT:
             self.loss_spikes.append((epoch, step, value, worst, name))
-        if self.loss_spike_count == 1 and self.trainer is not None and self.trainer.is_global_zero:
-            one_process = self.trainer.world_size == 1
+        kind = "outlier" if outlier else "batch"
+        if kind in self._spikes_announced or self.trainer is None or not self.trainer.is_global_zero:
+            return
+        self._spikes_announced.add(kind)
+        head = (f"note: the loss of epoch {epoch}, step {step} ({value:.4g}) was over {factor:g}x the median "
+                f"{median:.3g} of the recent steps")
+        if self.trainer.world_size > 1 or others is None:
+            print(f"{head}, and the next step's was not: kept and counted in metrics.json (loss_spikes, "
+                  "loss_spike_steps)", flush=True)
+        elif outlier:
             who = f"its worst sample ({name})" if name is not None else "its worst sample"
-            samples = (f"; {who} has relative L2 error {worst:.3g}, the other {len(errs) - 1} samples' median "
-                       f"{statistics.median(errs[:at] + errs[at + 1:]):.3g}" if one_process and len(errs) > 1 else "")
-            print(f"note: the loss of epoch {epoch}, step {step} ({value:.4g}) was over "
-                  f"{self.train_cfg.divergence_factor:g}x the median {median:.3g} of the recent steps{samples}, and the "
-                  "next step's was not: kept as a hard batch (an outlier sample, not a blow-up); such steps are "
-                  "counted in metrics.json (loss_spikes, loss_spike_steps, loss_spike_samples)", flush=True)
+            print(f"{head}; {who} has relative L2 error {worst:.3g}, the other {len(errs) - 1} samples' median "
+                  f"{others:.3g}, and the next step's was not: kept as a hard batch (an outlier sample, not a blow-up); "
+                  "such steps are counted in metrics.json (loss_spikes, loss_spike_steps, loss_spike_samples)",
+                  flush=True)
+        else:
+            print(f"{head}; its samples rose together (the median relative L2 error of the {len(errs) - 1} besides "
+                  f"the worst {others:.3g}, the worst {worst:.3g}), and the next step's was not: kept as a passing "
+                  "rise of the loss (no one sample is the cause, and the next step shows no damaged state); such "
+                  "steps are counted in metrics.json (loss_spikes, loss_spike_steps)", flush=True)
 
     def _judge_pending(self) -> bool:
         """Judge the deferred step, if any (see :meth:`_accept`)."""
