@@ -338,9 +338,9 @@ class TrainConfig:
     divergence_factor: float = opt(
         20.0, "blow-ups before NaN are restored from too, while retries are left: step losses above this many times "
               "the median of the last 50 steps on two steps in a row (one such step alone is kept and counted in "
-              "metrics.json's loss_spikes, with the sample that caused it when one did), or an epoch's mean training loss above a quarter of it times "
-              "the best epoch's; an epoch whose loss or validation error is above a tenth of it times the best is not "
-              "kept as a restore point (0: only non-finite losses)", min=0.0)
+              "metrics.json's loss_spikes, with the sample that caused it when one did), or an epoch's mean training "
+              "loss above a quarter of it times the best epoch's; an epoch whose loss or validation error is above a "
+              "tenth of it times the best is not kept as a restore point (0: only non-finite losses)", min=0.0)
     gamma: float = opt(0.1, "weight of the H1-seminorm regularizer (0: plain relative L2 loss)", min=0.0)
     augment: Literal["none", "d4"] = opt(
         "none", "symmetry augmentation of the training pairs: none, or d4 (one of the square's 8 rotations and "

@@ -294,8 +294,8 @@ class OperatorModule(L.LightningModule):
         counted = ok  # whether this step enters the step median and the epoch's sums now
         if finite and not ok and spike is None:
             errs = step.l2.detach().to("cpu", torch.float64).flatten().tolist()  # this process's samples
-            self._spike = _Spike(step.epoch, step.step, value, statistics.median(self._recent), self._sums_of(step), errs,
-                                 self._sample_names(step, len(errs)))
+            self._spike = _Spike(step.epoch, step.step, value, statistics.median(self._recent), self._sums_of(step),
+                                 errs, self._sample_names(step, len(errs)))
         elif not ok:
             why, at = None, (step.epoch, step.step)
             if finite:  # the second spike in a row: a blow-up, reported from its first step
@@ -383,9 +383,9 @@ class OperatorModule(L.LightningModule):
         elif outlier:
             who = f"its worst sample ({name})" if name is not None else "its worst sample"
             print(f"{head}; {who} has relative L2 error {worst:.3g}, the other {len(errs) - 1} samples' median "
-                  f"{others:.3g}, and the next step's was not: kept as a hard batch (an outlier sample, not a blow-up); "
-                  "such steps are counted in metrics.json (loss_spikes, loss_spike_steps, loss_spike_samples)",
-                  flush=True)
+                  f"{others:.3g}, and the next step's was not: kept as a hard batch (an outlier sample, not a "
+                  "blow-up); such steps are counted in metrics.json (loss_spikes, loss_spike_steps, "
+                  "loss_spike_samples)", flush=True)
         else:
             print(f"{head}; its samples rose together (the median relative L2 error of the {len(errs) - 1} besides "
                   f"the worst {others:.3g}, the worst {worst:.3g}), and the next step's was not: kept as a passing "
