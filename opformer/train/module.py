@@ -140,6 +140,8 @@ class OperatorModule(L.LightningModule):
         self.loss_spike_count = 0
         self.loss_spike_samples: collections.Counter = collections.Counter()  # worst sample of a spike: how often
         self._spikes_announced: set = set()  # the kinds of spike announced so far ("outlier", "batch")
+        self._epoch_first_batch: Optional[int] = None
+        self._resumed_sums: Optional[list] = None  # the epoch's sums so far, from a mid-epoch checkpoint
         self._train_sums: Optional[Tensor] = None  # this epoch's (sum of loss x batch, sum of rel. L2, samples)
         # (epoch, its means over all ranks, its mean loss without the isolated spikes), computed once
         self._train_means: Optional[tuple[int, dict, Optional[float]]] = None
@@ -166,13 +168,23 @@ class OperatorModule(L.LightningModule):
 
     # --- training ----------------------------------------------------------------------------------------------
     def on_train_epoch_start(self) -> None:
+        self._begin_epoch()
+
+    def _begin_epoch(self, sums: Optional[list] = None) -> None:
+        """The epoch's starting state: its sums (zero, or ``sums`` carried by a mid-epoch checkpoint) and the restore
+        point.  Lightning calls on_train_epoch_start for every epoch but the one a run resumes in the middle of (from
+        a ``checkpoint_every_n_steps`` checkpoint): that one begins at its first step instead."""
+        self._resumed_sums = None
         # the state a diverged step goes back to (host copies: the device keeps only the live state), refreshed
         # unless the epoch just finished was suspect, a blow-up included (decided once, on the mean over all ranks,
         # at its end): a blow-up often starts an epoch before a step trips the check, and the state that epoch left
         # behind is already damaged
         suspect, self._last_epoch_suspect = self._last_epoch_suspect, False
+        self._epoch_first_batch = None  # the batch_idx of the epoch's first step (not 0 after a mid-epoch resume)
         # (loss x batch, rel. L2, samples) of the epoch's kept steps, then the same of its isolated spikes alone
         self._train_sums = torch.zeros(6, dtype=torch.float64, device=self.device)
+        if sums is not None:
+            self._train_sums += torch.tensor(sums, dtype=torch.float64, device=self.device)
         self._train_means = None
         if suspect:
             return
@@ -434,6 +446,8 @@ class OperatorModule(L.LightningModule):
         return True
 
     def training_step(self, batch: dict, batch_idx: int) -> Optional[Tensor]:
+        if self._train_sums is None:  # resumed in the middle of an epoch: no on_train_epoch_start was called
+            self._begin_epoch(self._resumed_sums)
         if self.train_cfg.augment != "none":
             # one group element per sample, drawn from (seed, step, rank): the same on a resumed run
             rank = self.trainer.global_rank if self._trainer is not None else 0
@@ -441,8 +455,12 @@ class OperatorModule(L.LightningModule):
             batch = self.task.augment(batch, self.train_cfg.augment, gen)
         _, l2, reg = self._losses(batch)
         loss = (l2 + reg).mean()
+        if self._epoch_first_batch is None:
+            self._epoch_first_batch = batch_idx
+        # after a resume from a mid-epoch checkpoint Lightning's batch_idx goes on counting while the data loader
+        # starts the epoch's order again: the batch's samples are then not found from its position (None)
         step = _StepLoss(loss, l2, self.current_epoch, self.global_step, deferred=self._defers_check(loss),
-                         batch_idx=batch_idx)
+                         batch_idx=batch_idx if self._epoch_first_batch == 0 else -1)
         if step.deferred:  # this step's loss is judged at the next step; the previous one's now
             kept = self._judge_pending()
             self._pending = step if kept else None  # after a restore this step's loss is from the diverged state
@@ -583,7 +601,9 @@ class OperatorModule(L.LightningModule):
         checkpoint["divergence"] = {"retries_used": self._retries_used, "lr_halvings": self.lr_halvings,
                                     "log": list(self.divergence_log), "spike_count": self.loss_spike_count,
                                     "spikes": [list(t) for t in self.loss_spikes],
-                                    "spike_samples": dict(self.loss_spike_samples)}
+                                    "spike_samples": dict(self.loss_spike_samples),
+                                    # the running epoch's sums: a resume from a mid-epoch checkpoint goes on with them
+                                    "epoch_sums": None if self._train_sums is None else self._train_sums.tolist()}
         checkpoint["rng_states"] = {
             "torch": torch.get_rng_state(),
             "numpy": _np_state_to_plain(np.random.get_state()),
@@ -601,6 +621,7 @@ class OperatorModule(L.LightningModule):
         self.loss_spikes = [(int(t[0]), int(t[1]), float(t[2]), float(t[3]), t[4] if len(t) > 4 else None)
                             for t in div.get("spikes", [])]
         self.loss_spike_samples = collections.Counter({str(k): int(v) for k, v in div.get("spike_samples", {}).items()})
+        self._resumed_sums = div.get("epoch_sums")  # used only if the run resumes in the middle of that epoch
         states = checkpoint.get("rng_states")
         if states:
             torch.set_rng_state(states["torch"])

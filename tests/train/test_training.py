@@ -613,3 +613,29 @@ def test_a_spike_names_the_sample_that_caused_it(tiny_config, burgers_file, tmp_
     assert m["loss_spike_samples"] == [[name, m["loss_spikes"]]]
     assert f"its worst sample ({name}) has relative L2 error" in out and out.count("kept as a hard batch") == 1, out
     assert "rose together" not in out
+
+
+def test_a_run_resumes_from_a_checkpoint_in_the_middle_of_an_epoch(tiny_config, tmp_path, monkeypatch):
+    """``checkpoint_every_n_steps`` writes checkpoints inside an epoch; a run stopped after one resumes from it and
+    finishes.  Lightning does not call on_train_epoch_start for the epoch it resumes in the middle of: the epoch's
+    state then begins at its first step, with the sums the checkpoint carried (this resume crashed before)."""
+    from opformer.train import callbacks
+
+    calls = {"n": 0}
+
+    def stop_at_the_13th_batch():  # 6 training batches an epoch, then 2 validation batches: epoch 1, its fifth
+        calls["n"] += 1
+        if calls["n"] == 13:
+            raise KeyboardInterrupt
+
+    cfg = _cfg(tiny_config, checkpoint_every_n_steps=2)
+    monkeypatch.setattr(callbacks, "check_stop", stop_at_the_13th_batch)
+    with pytest.raises(KeyboardInterrupt):
+        train(cfg, tmp_path / "run", progress=False)
+    saved = torch.load(tmp_path / "run" / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    assert saved["global_step"] == 10  # written inside epoch 1, after its fourth step
+    sums = saved["divergence"]["epoch_sums"]
+    assert sums[2] == 16.0  # four kept steps of 4 samples so far in that epoch
+    monkeypatch.setattr(callbacks, "check_stop", lambda: None)
+    m = train(_cfg(tiny_config, checkpoint_every_n_steps=2), tmp_path / "run", progress=False, resume=True)
+    assert m["epochs"] == 3 and math.isfinite(m["test_rel_l2"]) and m["lr_halvings"] == 0
