@@ -142,6 +142,7 @@ class OperatorModule(L.LightningModule):
         self._spikes_announced: set = set()  # the kinds of spike announced so far ("outlier", "batch")
         self._epoch_first_batch: Optional[int] = None
         self._resumed_sums: Optional[list] = None  # the epoch's sums so far, from a mid-epoch checkpoint
+        self._loader_state: Optional[dict] = None  # the training loader's state in the checkpoint resumed from
         self._train_sums: Optional[Tensor] = None  # this epoch's (sum of loss x batch, sum of rel. L2, samples)
         # (epoch, its means over all ranks, its mean loss without the isolated spikes), computed once
         self._train_means: Optional[tuple[int, dict, Optional[float]]] = None
@@ -350,6 +351,17 @@ class OperatorModule(L.LightningModule):
 
     _SPIKES_KEPT = 50  # isolated spikes listed in the metrics (all are counted)
 
+    def _positions_hold(self) -> bool:
+        """Whether this epoch's batch_idx is the batch's position in the epoch's order: always, but after a resume
+        inside the epoch from a checkpoint whose loader state was not restored (Lightning's batch_idx then goes on
+        counting while the loader starts the order again)."""
+        first = self._epoch_first_batch
+        if first == 0:
+            return True
+        dm = getattr(self._trainer, "datamodule", None) if self._trainer is not None else None
+        skipped = getattr(dm, "train_batches_skipped", None)
+        return callable(skipped) and skipped(self.current_epoch) == first
+
     def _sample_names(self, step: _StepLoss, count: int) -> Optional[list]:
         """The samples of a training step's batch on this process in the user's terms, or None where they cannot be
         found (no data module that knows the run's batches)."""
@@ -457,10 +469,8 @@ class OperatorModule(L.LightningModule):
         loss = (l2 + reg).mean()
         if self._epoch_first_batch is None:
             self._epoch_first_batch = batch_idx
-        # after a resume from a mid-epoch checkpoint Lightning's batch_idx goes on counting while the data loader
-        # starts the epoch's order again: the batch's samples are then not found from its position (None)
         step = _StepLoss(loss, l2, self.current_epoch, self.global_step, deferred=self._defers_check(loss),
-                         batch_idx=batch_idx if self._epoch_first_batch == 0 else -1)
+                         batch_idx=batch_idx if self._positions_hold() else -1)
         if step.deferred:  # this step's loss is judged at the next step; the previous one's now
             kept = self._judge_pending()
             self._pending = step if kept else None  # after a restore this step's loss is from the diverged state
@@ -569,6 +579,10 @@ class OperatorModule(L.LightningModule):
         self._fit_started = time.perf_counter()
 
     def on_train_start(self) -> None:
+        state, self._loader_state = self._loader_state, None
+        resume = getattr(getattr(self._trainer, "datamodule", None), "resume_train_loader", None)
+        if state is not None and callable(resume):
+            resume(state)
         # the network's training forward and backward as CUDA graphs where they apply (opformer.train.cuda_graphs)
         want = self.train_cfg.cuda_graphs
         if want is False or self._trainer is None:
@@ -603,7 +617,8 @@ class OperatorModule(L.LightningModule):
                                     "spikes": [list(t) for t in self.loss_spikes],
                                     "spike_samples": dict(self.loss_spike_samples),
                                     # the running epoch's sums: a resume from a mid-epoch checkpoint goes on with them
-                                    "epoch_sums": None if self._train_sums is None else self._train_sums.tolist()}
+                                    "epoch_sums": None if self._train_sums is None else self._train_sums.tolist(),
+                                    "recent": list(self._recent)}  # the step losses the next spike is judged by
         checkpoint["rng_states"] = {
             "torch": torch.get_rng_state(),
             "numpy": _np_state_to_plain(np.random.get_state()),
@@ -622,6 +637,14 @@ class OperatorModule(L.LightningModule):
                             for t in div.get("spikes", [])]
         self.loss_spike_samples = collections.Counter({str(k): int(v) for k, v in div.get("spike_samples", {}).items()})
         self._resumed_sums = div.get("epoch_sums")  # used only if the run resumes in the middle of that epoch
+        self._recent.extend(float(v) for v in div.get("recent", []))
+        # the training loader's position in its epoch (Lightning's loop state), handed to the loader at the start
+        fit_state = ((checkpoint.get("loops") or {}).get("fit_loop") or {}).get("state_dict") or {}
+        self._loader_state = (fit_state.get("combined_loader") or [None])[0]
+        resume = getattr(getattr(self._trainer, "datamodule", None), "resume_train_loader", None)
+        if self._loader_state is not None and callable(resume):  # before the loader is made and iterated
+            resume(self._loader_state)
+            self._loader_state = None
         states = checkpoint.get("rng_states")
         if states:
             torch.set_rng_state(states["torch"])

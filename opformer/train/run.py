@@ -255,11 +255,60 @@ class _WholeBatches(Dataset):
 
 
 class _IndexBatches(BatchSampler):
-    """A batch sampler that passes ``set_epoch`` (called by Lightning every epoch) on to its sampler."""
+    """A batch sampler that passes ``set_epoch`` (called by Lightning every epoch) on to its sampler, and that, given
+    ``resume`` = {"epoch": e, "batches": k}, leaves out the first k batches of its next pass if that pass is over
+    epoch e (a run resumed in the middle of an epoch).  The check is made when the pass starts, after Lightning has
+    set the epoch."""
+
+    resume: Optional[dict] = None
+    skipped: Optional[tuple[int, int]] = None  # (epoch, batches left out) of the last resumed pass
 
     def set_epoch(self, epoch: int) -> None:
         if callable(getattr(self.sampler, "set_epoch", None)):
             self.sampler.set_epoch(epoch)
+
+    def __iter__(self):
+        resume, self.resume = self.resume, None
+        batches = super().__iter__()
+        epoch = getattr(self.sampler, "epoch", None)
+        if resume is not None and resume.get("epoch") == epoch and int(resume.get("batches", 0)) > 0:
+            skip = int(resume["batches"])
+            self.skipped = (epoch, skip)
+            for _ in range(skip):
+                if next(batches, None) is None:
+                    return
+        yield from batches
+
+
+class _TrainLoader(DataLoader):
+    """The training loader, resumable in the middle of an epoch: its ``state_dict`` (Lightning saves it in every
+    checkpoint) is the epoch and the number of its batches the run has trained on, and after ``load_state_dict`` the
+    next pass over that epoch leaves those batches out, so a run resumed from a checkpoint written inside an epoch
+    (``checkpoint_every_n_steps``) goes on where it stopped, in the same order.  Without it the epoch's order starts
+    again: its first batches are trained on twice and its last ones never."""
+
+    def __init__(self, *args, batches: _IndexBatches, progress, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.batches, self._progress = batches, progress
+
+    def state_dict(self) -> dict:
+        epoch, done = self._progress()
+        return {"epoch": int(epoch), "batches": int(done)}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.batches.resume = dict(state)
+
+    def __iter__(self):
+        if self.generator is None and int((self.batches.resume or {}).get("batches", 0)) > 0:
+            # a pass that resumes inside an epoch: its iterator draws its seed from a generator of its own, not from
+            # torch's, which the checkpoint restored as it was after the last step (the uninterrupted run drew this
+            # number at the epoch's start); the dropout masks that follow are then the uninterrupted run's
+            self.generator = torch.Generator()
+            try:
+                return super().__iter__()
+            finally:
+                self.generator = None
+        return super().__iter__()
 
 
 def _uses_gpu(t) -> bool:
@@ -371,16 +420,50 @@ class _DataModule(L.LightningDataModule):
         # for the device's queue at every step (docs/benchmarks.md, CUDA graphs)
         pin = pin_batches(t)
         on_device = self._device_copy(ds) if shuffle else None
+        batches = _IndexBatches(sampler, size, False)
+        if not shuffle:
+            if has_batch(ds):
+                return DataLoader(_WholeBatches(ds), batch_size=None, sampler=batches, num_workers=t.num_workers,
+                                  persistent_workers=t.num_workers > 0, pin_memory=pin)
+            return DataLoader(ds, batch_sampler=batches, num_workers=t.num_workers,
+                              persistent_workers=t.num_workers > 0, pin_memory=pin)
+        resumable = {"batches": batches, "progress": self._train_progress}
         if on_device is not None:  # gathered on the device: nothing to pin, copy or hand to worker processes
-            return DataLoader(_WholeBatches(on_device), batch_size=None, sampler=_IndexBatches(sampler, size, False))
+            return _TrainLoader(_WholeBatches(on_device), batch_size=None, sampler=batches, **resumable)
         if has_batch(ds):  # whole batches in one gather per array (FieldDataset.batch)
-            return DataLoader(_WholeBatches(ds), batch_size=None, sampler=_IndexBatches(sampler, size, False),
-                              num_workers=t.num_workers, persistent_workers=t.num_workers > 0, pin_memory=pin)
-        return DataLoader(ds, batch_size=size, sampler=sampler, num_workers=t.num_workers,
-                          persistent_workers=t.num_workers > 0, pin_memory=pin)
+            return _TrainLoader(_WholeBatches(ds), batch_size=None, sampler=batches, num_workers=t.num_workers,
+                                persistent_workers=t.num_workers > 0, pin_memory=pin, **resumable)
+        return _TrainLoader(ds, batch_sampler=batches, num_workers=t.num_workers,
+                            persistent_workers=t.num_workers > 0, pin_memory=pin, **resumable)
+
+    def _train_progress(self) -> tuple[int, int]:
+        """(epoch, batches of it trained on so far) of the running fit, for the training loader's state; 0 batches
+        once the epoch's last one is done (a resume then starts the next epoch as usual)."""
+        loop = self.trainer.fit_loop
+        done = loop.epoch_loop.batch_progress.current.processed
+        return loop.epoch_progress.current.processed, done if done < self.trainer.num_training_batches else 0
+
+    def resume_train_loader(self, state: dict) -> None:
+        """Hand the training loader the state a checkpoint saved, now or when it is made (Lightning's own hand-over
+        misses it: the loader is made and iterated, for the scheduler's step count, before the checkpoint's loop
+        state is read)."""
+        self._pending_resume = dict(state)
+        loader = getattr(self, "_train_loader", None)
+        if isinstance(loader, _TrainLoader):
+            loader.load_state_dict(state)
+
+    def train_batches_skipped(self, epoch: int) -> int:
+        """How many batches of ``epoch`` the training loader left out because the run resumed inside it (0 if not)."""
+        loader = getattr(self, "_train_loader", None)
+        skipped = loader.batches.skipped if isinstance(loader, _TrainLoader) else None
+        return skipped[1] if skipped is not None and skipped[0] == epoch else 0
 
     def train_dataloader(self):
-        return self._loader(self.ds["train"], self.t.batch_size, True)
+        self._train_loader = self._loader(self.ds["train"], self.t.batch_size, True)
+        pending, self._pending_resume = getattr(self, "_pending_resume", None), None
+        if pending is not None:
+            self._train_loader.load_state_dict(pending)
+        return self._train_loader
 
     def val_dataloader(self):
         loaders = [self._loader(self.ds["val"], self.t.eval_batch_size, False)]
