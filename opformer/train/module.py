@@ -187,7 +187,7 @@ class OperatorModule(L.LightningModule):
         if sums is not None:
             self._train_sums += torch.tensor(sums, dtype=torch.float64, device=self.device)
         self._train_means = None
-        if suspect:
+        if suspect and self._good_state is not None:  # (a resumed run has no earlier state: it keeps this one)
             return
         if self.train_cfg.divergence_retries > 0:
             self._good_state = (
@@ -618,7 +618,13 @@ class OperatorModule(L.LightningModule):
                                     "spike_samples": dict(self.loss_spike_samples),
                                     # the running epoch's sums: a resume from a mid-epoch checkpoint goes on with them
                                     "epoch_sums": None if self._train_sums is None else self._train_sums.tolist(),
-                                    "recent": list(self._recent)}  # the step losses the next spike is judged by
+                                    "recent": list(self._recent),  # the step losses the next spike is judged by
+                                    # what the epoch rules judge by: the best epoch so far, the last validation, the
+                                    # mean-field level of a collapse, whether the last epoch is a restore point
+                                    "rules": {"best_epoch_loss": self._best_epoch_loss, "best_val": self._best_val,
+                                              "epoch_val": None if self._epoch_val is None else list(self._epoch_val),
+                                              "last_epoch_suspect": self._last_epoch_suspect,
+                                              "mean_field_err": self._mean_field_err}}
         checkpoint["rng_states"] = {
             "torch": torch.get_rng_state(),
             "numpy": _np_state_to_plain(np.random.get_state()),
@@ -638,6 +644,11 @@ class OperatorModule(L.LightningModule):
         self.loss_spike_samples = collections.Counter({str(k): int(v) for k, v in div.get("spike_samples", {}).items()})
         self._resumed_sums = div.get("epoch_sums")  # used only if the run resumes in the middle of that epoch
         self._recent.extend(float(v) for v in div.get("recent", []))
+        rules = div.get("rules") or {}
+        self._best_epoch_loss, self._best_val = rules.get("best_epoch_loss"), rules.get("best_val")
+        self._epoch_val = tuple(rules["epoch_val"]) if rules.get("epoch_val") else None
+        self._last_epoch_suspect = bool(rules.get("last_epoch_suspect", False))
+        self._mean_field_err = rules.get("mean_field_err")
         # the training loader's position in its epoch (Lightning's loop state), handed to the loader at the start
         fit_state = ((checkpoint.get("loops") or {}).get("fit_loop") or {}).get("state_dict") or {}
         self._loader_state = (fit_state.get("combined_loader") or [None])[0]

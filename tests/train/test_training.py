@@ -638,6 +638,9 @@ def test_a_run_resumed_in_the_middle_of_an_epoch_ends_as_an_uninterrupted_one(ti
     assert saved["global_step"] == 10  # written inside epoch 1, after its fourth step
     assert saved["loops"]["fit_loop"]["state_dict"]["combined_loader"] == [{"epoch": 1, "batches": 4}]
     assert saved["divergence"]["epoch_sums"][2] == 16.0  # four kept steps of 4 samples so far in that epoch
+    rules = saved["divergence"]["rules"]  # what the guard's epoch rules judge by travels too
+    assert rules["best_val"] > 0 and rules["epoch_val"][0] == 0 and rules["mean_field_err"] is None  # after epoch 0
+    assert len(saved["divergence"]["recent"]) == 10
     monkeypatch.setattr(callbacks, "check_stop", lambda: None)
     m = train(_cfg(tiny_config, checkpoint_every_n_steps=2), tmp_path / "run", progress=False, resume=True)
     assert m["epochs"] == 3 and m["lr_halvings"] == 0
