@@ -292,11 +292,18 @@ class _TrainLoader(DataLoader):
         self.batches, self._progress = batches, progress
 
     def state_dict(self) -> dict:
+        """{"epoch": the epoch of the next pass, "batches": how many of its batches were trained on (0 when the
+        checkpoint is written at an epoch's end)}."""
         epoch, done = self._progress()
         return {"epoch": int(epoch), "batches": int(done)}
 
     def load_state_dict(self, state: dict) -> None:
         self.batches.resume = dict(state)
+        # the epoch of the next pass, set now: with worker processes the loader draws its first batches as soon as
+        # it is iterated, which Lightning does before it sets the epoch of a resumed run (the pass was shuffled as
+        # epoch 0's)
+        if "epoch" in state:
+            self.batches.set_epoch(int(state["epoch"]))
 
     def __iter__(self):
         if self.generator is None and int((self.batches.resume or {}).get("batches", 0)) > 0:
@@ -421,27 +428,30 @@ class _DataModule(L.LightningDataModule):
         pin = pin_batches(t)
         on_device = self._device_copy(ds) if shuffle else None
         batches = _IndexBatches(sampler, size, False)
+        # worker processes: the loader seeds them from a generator of its own, not from torch's (a persistent loader
+        # draws that seed once, when first iterated: before the checkpoint of an uninterrupted run, after it in a
+        # resumed one, which would shift the dropout masks of a resumed run); without workers the seed is drawn
+        # from torch's at every pass, at the same points in both
+        workers = {"num_workers": t.num_workers, "persistent_workers": t.num_workers > 0, "pin_memory": pin,
+                   "generator": torch.Generator().manual_seed(t.seed) if t.num_workers > 0 else None}
         if not shuffle:
             if has_batch(ds):
-                return DataLoader(_WholeBatches(ds), batch_size=None, sampler=batches, num_workers=t.num_workers,
-                                  persistent_workers=t.num_workers > 0, pin_memory=pin)
-            return DataLoader(ds, batch_sampler=batches, num_workers=t.num_workers,
-                              persistent_workers=t.num_workers > 0, pin_memory=pin)
+                return DataLoader(_WholeBatches(ds), batch_size=None, sampler=batches, **workers)
+            return DataLoader(ds, batch_sampler=batches, **workers)
         resumable = {"batches": batches, "progress": self._train_progress}
         if on_device is not None:  # gathered on the device: nothing to pin, copy or hand to worker processes
             return _TrainLoader(_WholeBatches(on_device), batch_size=None, sampler=batches, **resumable)
         if has_batch(ds):  # whole batches in one gather per array (FieldDataset.batch)
-            return _TrainLoader(_WholeBatches(ds), batch_size=None, sampler=batches, num_workers=t.num_workers,
-                                persistent_workers=t.num_workers > 0, pin_memory=pin, **resumable)
-        return _TrainLoader(ds, batch_sampler=batches, num_workers=t.num_workers,
-                            persistent_workers=t.num_workers > 0, pin_memory=pin, **resumable)
+            return _TrainLoader(_WholeBatches(ds), batch_size=None, sampler=batches, **workers, **resumable)
+        return _TrainLoader(ds, batch_sampler=batches, **workers, **resumable)
 
     def _train_progress(self) -> tuple[int, int]:
-        """(epoch, batches of it trained on so far) of the running fit, for the training loader's state; 0 batches
-        once the epoch's last one is done (a resume then starts the next epoch as usual)."""
-        loop = self.trainer.fit_loop
-        done = loop.epoch_loop.batch_progress.current.processed
-        return loop.epoch_progress.current.processed, done if done < self.trainer.num_training_batches else 0
+        """(the epoch of the next pass, how many of its batches were trained on) of the running fit, for the
+        training loader's state: (e, k) inside epoch e, (e + 1, 0) once its last batch is done (a checkpoint written
+        after its last step, before or after its validation)."""
+        done = self.trainer.fit_loop.epoch_loop.batch_progress.current.processed
+        epoch = self.trainer.current_epoch
+        return (epoch, done) if done < self.trainer.num_training_batches else (epoch + 1, 0)
 
     def resume_train_loader(self, state: dict) -> None:
         """Hand the training loader the state a checkpoint saved, now or when it is made (Lightning's own hand-over

@@ -615,12 +615,15 @@ def test_a_spike_names_the_sample_that_caused_it(tiny_config, burgers_file, tmp_
     assert "rose together" not in out
 
 
-def test_a_run_resumed_in_the_middle_of_an_epoch_ends_as_an_uninterrupted_one(tiny_config, tmp_path, monkeypatch):
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_run_resumed_in_the_middle_of_an_epoch_ends_as_an_uninterrupted_one(tiny_config, tmp_path, monkeypatch,
+                                                                              workers):
     """``checkpoint_every_n_steps`` writes checkpoints inside an epoch.  A run stopped after one and resumed goes on
     where it stopped: the epoch's remaining batches in the same order (the training loader's position is in the
-    checkpoint), the same dropout masks, the epoch's sums so far; it ends with the uninterrupted run's metrics.
-    (Such a resume crashed before: Lightning calls no on_train_epoch_start for the epoch it resumes inside; and the
-    loader started the epoch's order again.)"""
+    checkpoint), the same dropout masks, the epoch's sums so far; it ends with the uninterrupted run's metrics, with
+    and without worker processes.  (Such a resume crashed before: Lightning calls no on_train_epoch_start for the
+    epoch it resumes inside; the loader started the epoch's order again; with workers the resumed epoch was
+    shuffled as epoch 0.)"""
     from opformer.train import callbacks
 
     calls = {"n": 0}
@@ -630,10 +633,11 @@ def test_a_run_resumed_in_the_middle_of_an_epoch_ends_as_an_uninterrupted_one(ti
         if calls["n"] == 13:
             raise KeyboardInterrupt
 
-    whole = train(_cfg(tiny_config, checkpoint_every_n_steps=2), tmp_path / "whole", progress=False)
+    steps = {"checkpoint_every_n_steps": 2, "num_workers": workers}
+    whole = train(_cfg(tiny_config, **steps), tmp_path / "whole", progress=False)
     monkeypatch.setattr(callbacks, "check_stop", stop_at_the_13th_batch)
     with pytest.raises(KeyboardInterrupt):
-        train(_cfg(tiny_config, checkpoint_every_n_steps=2), tmp_path / "run", progress=False)
+        train(_cfg(tiny_config, **steps), tmp_path / "run", progress=False)
     saved = torch.load(tmp_path / "run" / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
     assert saved["global_step"] == 10  # written inside epoch 1, after its fourth step
     assert saved["loops"]["fit_loop"]["state_dict"]["combined_loader"] == [{"epoch": 1, "batches": 4}]
@@ -642,6 +646,6 @@ def test_a_run_resumed_in_the_middle_of_an_epoch_ends_as_an_uninterrupted_one(ti
     assert rules["best_val"] > 0 and rules["epoch_val"][0] == 0 and rules["mean_field_err"] is None  # after epoch 0
     assert len(saved["divergence"]["recent"]) == 10
     monkeypatch.setattr(callbacks, "check_stop", lambda: None)
-    m = train(_cfg(tiny_config, checkpoint_every_n_steps=2), tmp_path / "run", progress=False, resume=True)
+    m = train(_cfg(tiny_config, **steps), tmp_path / "run", progress=False, resume=True)
     assert m["epochs"] == 3 and m["lr_halvings"] == 0
     assert (m["val_rel_l2"], m["test_rel_l2"]) == (whole["val_rel_l2"], whole["test_rel_l2"])
