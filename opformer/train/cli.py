@@ -270,7 +270,13 @@ def _interrupted(out: str, how: str) -> str:
     try:
         from ..tasks.artifact import read_checkpoint
 
-        epochs = f" (after {int(read_checkpoint(last)['epoch']) + 1} epochs)"
+        ck = read_checkpoint(last)
+        loader = (((ck.get("loops") or {}).get("fit_loop") or {}).get("state_dict") or {}).get("combined_loader")
+        inside = loader[0] if loader else {}
+        if inside.get("batches"):  # written inside an epoch (checkpoint_every_n_steps): the resume goes on there
+            epochs = f" (epoch {inside['epoch']}, after {inside['batches']} of its batches)"
+        else:
+            epochs = f" (after {int(ck['epoch']) + 1} epochs)"
     except Exception:  # noqa: BLE001 - the epoch is informative only
         epochs = ""
     return (f"{how}: the last checkpoint is {last}{epochs}; continue from it with the same command and --resume "

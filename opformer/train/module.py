@@ -139,7 +139,6 @@ class OperatorModule(L.LightningModule):
         self.loss_spikes: list[tuple[int, int, float, float, Optional[str]]] = []
         self.loss_spike_count = 0
         self.loss_spike_samples: collections.Counter = collections.Counter()  # worst sample of a spike: how often
-        self._spikes_announced: set = set()  # the kinds of spike announced so far ("outlier", "batch")
         self._epoch_first_batch: Optional[int] = None
         self._resumed_sums: Optional[list] = None  # the epoch's sums so far, from a mid-epoch checkpoint
         self._loader_state: Optional[dict] = None  # the training loader's state in the checkpoint resumed from
@@ -271,15 +270,36 @@ class OperatorModule(L.LightningModule):
         factor, hist = self.train_cfg.divergence_factor, self._recent
         return bool(factor) and len(hist) >= 20 and value > factor * statistics.median(hist)
 
-    def _check(self, loss: Tensor, value: float) -> tuple[bool, bool]:
-        """(finite on every process, finite and not blown up on every process) for a step loss whose value on the
-        host is ``value``: all ranks take the same branch."""
+    def _check(self, step: _StepLoss, value: float) -> tuple[bool, bool, bool, Optional[list]]:
+        """(finite on every process, finite and not blown up on every process, the batch rose as a whole on some
+        process, this process's per-sample errors when its own loss is a spike) for a step whose loss on the host is
+        ``value``: all ranks take the same branch.  A spike's batch rose as a whole when the median error of its
+        samples other than the worst is over :attr:`OUTLIER_FRACTION` of the factor times the recent median: not one
+        outlier sample but a damaged state."""
         finite = math.isfinite(value)
         ok = finite and not self._blown_up(value)
+        errs, whole = None, False
+        if finite and not ok:
+            errs = step.l2.detach().to("cpu", torch.float64).flatten().tolist()
+            whole = not self._one_sample(errs, statistics.median(self._recent))
         if self.trainer is not None and self.trainer.world_size > 1:
-            flags = self.trainer.strategy.reduce(loss.new_tensor([float(finite), float(ok)]), reduce_op="min")
-            return bool(flags[0] > 0), bool(flags[1] > 0)
-        return finite, ok
+            flags = step.loss.new_tensor([float(finite), float(ok), float(not whole)])
+            flags = self.trainer.strategy.reduce(flags, reduce_op="min")
+            return bool(flags[0] > 0), bool(flags[1] > 0), bool(flags[2] == 0), errs
+        return finite, ok, whole, errs
+
+    #: a spike is one sample's (an outlier) when the median error of the batch's other samples stays at most this
+    #: fraction of ``divergence_factor`` times the recent median; over it, the batch rose as a whole (a blow-up)
+    OUTLIER_FRACTION = 0.25
+
+    def _one_sample(self, errs: list, median: float) -> bool:
+        """Whether a spiking batch's per-sample errors ``errs`` point at one sample: the others at their usual level
+        (a batch of one sample: yes)."""
+        if len(errs) < 2:
+            return True
+        at = max(range(len(errs)), key=errs.__getitem__)
+        others = statistics.median(errs[:at] + errs[at + 1:])
+        return others <= self.OUTLIER_FRACTION * self.train_cfg.divergence_factor * median
 
     _defer_always = False  # tests set it to check the deferred path on the CPU
 
@@ -298,28 +318,39 @@ class OperatorModule(L.LightningModule):
         """Judge one step's loss: True when it is kept (its loss and error enter the epoch's sums), False when the
         last good state was restored instead (the step is skipped); raises when training cannot go on.
 
-        A finite loss over ``divergence_factor`` times the recent median is kept and judged by the next step: a
-        blow-up's loss stays high (two such steps in a row are restored from), while a batch that holds one hard
-        or mislabelled sample raises one step's loss alone (kept, and counted in ``loss_spikes``)."""
+        A finite loss over ``divergence_factor`` times the recent median (a spike) is a blow-up when the batch's
+        samples rose with it (restored from at once), or when the next step spikes too; a spike from one sample of
+        the batch, the others at their usual level, is kept and judged by the next step: a batch that holds one hard
+        or mislabelled sample raises one step's loss alone (kept, counted in ``loss_spikes`` and named)."""
         value = step.value()
-        finite, ok = self._check(step.loss, value)
+        finite, ok, whole, errs = self._check(step, value)
         spike, self._spike = self._spike, None
         counted = ok  # whether this step enters the step median and the epoch's sums now
-        if finite and not ok and spike is None:
-            errs = step.l2.detach().to("cpu", torch.float64).flatten().tolist()  # this process's samples
+        factor = self.train_cfg.divergence_factor
+        if finite and not ok and spike is None and not whole:
+            names = self._sample_names(step, len(errs)) if errs is not None else None
             self._spike = _Spike(step.epoch, step.step, value, statistics.median(self._recent), self._sums_of(step),
-                                 errs, self._sample_names(step, len(errs)))
+                                 errs or [], names)
         elif not ok:
             why, at = None, (step.epoch, step.step)
-            if finite:  # the second spike in a row: a blow-up, reported from its first step
-                why = (f"losses {spike.loss:.4g} and {value:.4g} of two steps in a row (over "
-                       f"{self.train_cfg.divergence_factor:g}x the median {spike.median:.3g} of the recent steps)")
+            if finite and spike is not None:  # the second spike in a row: a blow-up, reported from its first step
+                why = (f"losses {spike.loss:.4g} and {value:.4g} of two steps in a row (over {factor:g}x the median "
+                       f"{spike.median:.3g} of the recent steps)")
                 at = (spike.epoch, spike.step)
+            elif finite:  # the batch rose as a whole
+                median = statistics.median(self._recent)
+                rest = ""
+                if errs is not None and len(errs) > 1:
+                    worst = max(range(len(errs)), key=errs.__getitem__)
+                    rest = (f"; the batch's other samples rose with it: their median relative L2 error "
+                            f"{statistics.median(errs[:worst] + errs[worst + 1:]):.3g}")
+                why = f"loss {value:.4g} (over {factor:g}x the median {median:.3g} of the recent steps{rest})"
             if self._recover(value, why, at=at):
                 return False
-            if finite:  # no retries left: both steps are kept and counted as they are
-                self._recent.append(spike.loss)
-                self._train_sums[:3] += spike.sums
+            if finite:  # no retries left: the steps are kept and counted as they are
+                if spike is not None:
+                    self._recent.append(spike.loss)
+                    self._train_sums[:3] += spike.sums
                 counted = True
         elif spike is not None:
             self._isolated_spike(spike)
@@ -372,49 +403,34 @@ class OperatorModule(L.LightningModule):
         names = find(step.epoch, step.batch_idx)
         return names if len(names) == count else None
 
-    #: a spike is one sample's (an outlier) when the median error of the batch's other samples stays under this
-    #: fraction of ``divergence_factor`` times the recent median; over it, the whole batch rose (a passing rise of the
-    #: loss that the next step did not confirm), and no sample is named
-    OUTLIER_FRACTION = 0.25
-
     def _isolated_spike(self, spike: _Spike) -> None:
-        """A spike whose next step was normal: kept (its loss enters the sums of the epoch running now) and counted.
-        When the batch's other samples are at their usual level, its worst sample is the cause and is named where it
-        can be found (``loss_spike_samples``); when they rose too, it was the whole batch.  The first of each kind
-        is announced."""
+        """A one-sample spike whose next step was normal: kept (its loss enters the sums of the epoch running now) and
+        counted; its worst sample is named where it can be found (``loss_spike_samples``); the first is announced.
+        With several processes the sample is named only on the process whose own batch spiked."""
         epoch, step, value, median, sums, errs, names = spike
         self._train_sums += torch.cat((sums, sums))
         self.loss_spike_count += 1
-        at = max(range(len(errs)), key=errs.__getitem__)
-        worst = errs[at]
-        others = statistics.median(errs[:at] + errs[at + 1:]) if len(errs) > 1 else None
-        factor = self.train_cfg.divergence_factor
-        outlier = others is not None and others <= self.OUTLIER_FRACTION * factor * median
-        name = names[at] if names and outlier else None
+        at = max(range(len(errs)), key=errs.__getitem__) if errs else None
+        worst = errs[at] if errs else float("nan")
+        name = names[at] if names and at is not None else None
         if name is not None:
             self.loss_spike_samples[name] += 1
         if len(self.loss_spikes) < self._SPIKES_KEPT:
             self.loss_spikes.append((epoch, step, value, worst, name))
-        kind = "outlier" if outlier else "batch"
-        if kind in self._spikes_announced or self.trainer is None or not self.trainer.is_global_zero:
+        if self.loss_spike_count > 1 or self.trainer is None or not self.trainer.is_global_zero:
             return
-        self._spikes_announced.add(kind)
-        head = (f"note: the loss of epoch {epoch}, step {step} ({value:.4g}) was over {factor:g}x the median "
-                f"{median:.3g} of the recent steps")
-        if self.trainer.world_size > 1 or others is None:
+        head = (f"note: the loss of epoch {epoch}, step {step} ({value:.4g}) was over "
+                f"{self.train_cfg.divergence_factor:g}x the median {median:.3g} of the recent steps")
+        if self.trainer.world_size > 1 or len(errs) < 2:
             print(f"{head}, and the next step's was not: kept and counted in metrics.json (loss_spikes, "
-                  "loss_spike_steps)", flush=True)
-        elif outlier:
-            who = f"its worst sample ({name})" if name is not None else "its worst sample"
-            print(f"{head}; {who} has relative L2 error {worst:.3g}, the other {len(errs) - 1} samples' median "
-                  f"{others:.3g}, and the next step's was not: kept as a hard batch (an outlier sample, not a "
-                  "blow-up); such steps are counted in metrics.json (loss_spikes, loss_spike_steps, "
-                  "loss_spike_samples)", flush=True)
-        else:
-            print(f"{head}; its samples rose together (the median relative L2 error of the {len(errs) - 1} besides "
-                  f"the worst {others:.3g}, the worst {worst:.3g}), and the next step's was not: kept as a passing "
-                  "rise of the loss (no one sample is the cause, and the next step shows no damaged state); such "
-                  "steps are counted in metrics.json (loss_spikes, loss_spike_steps)", flush=True)
+                  "loss_spike_steps, loss_spike_samples)", flush=True)
+            return
+        who = f"its worst sample ({name})" if name is not None else "its worst sample"
+        others = statistics.median(errs[:at] + errs[at + 1:])
+        print(f"{head}; {who} has relative L2 error {worst:.3g}, the other {len(errs) - 1} samples' median "
+              f"{others:.3g}, and the next step's was not: kept as a hard batch (an outlier sample, not a blow-up); "
+              "such steps are counted in metrics.json (loss_spikes, loss_spike_steps, loss_spike_samples)",
+              flush=True)
 
     def _judge_pending(self) -> bool:
         """Judge the deferred step, if any (see :meth:`_accept`)."""
