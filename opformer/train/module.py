@@ -136,7 +136,7 @@ class OperatorModule(L.LightningModule):
         self._spike: Optional[_Spike] = None
         # the isolated spikes kept: (epoch, step, loss, the largest relative L2 error of a sample of the batch, that
         # sample in the user's terms when it alone caused the spike and can be found, else None)
-        self.loss_spikes: list[tuple[int, int, float, float, Optional[str]]] = []
+        self.loss_spikes: list[tuple[int, int, float, Optional[float], Optional[str]]] = []
         self.loss_spike_count = 0
         self.loss_spike_samples: collections.Counter = collections.Counter()  # worst sample of a spike: how often
         self._epoch_first_batch: Optional[int] = None
@@ -411,7 +411,7 @@ class OperatorModule(L.LightningModule):
         self._train_sums += torch.cat((sums, sums))
         self.loss_spike_count += 1
         at = max(range(len(errs)), key=errs.__getitem__) if errs else None
-        worst = errs[at] if errs else float("nan")
+        worst = errs[at] if errs else None  # (a process whose own batch did not spike)
         name = names[at] if names and at is not None else None
         if name is not None:
             self.loss_spike_samples[name] += 1
@@ -655,8 +655,8 @@ class OperatorModule(L.LightningModule):
         self.divergence_log = list(div.get("log", []))
         self.loss_spike_count = int(div.get("spike_count", 0))
         # a spike's sample name was added later: a checkpoint without it resumes with None there
-        self.loss_spikes = [(int(t[0]), int(t[1]), float(t[2]), float(t[3]), t[4] if len(t) > 4 else None)
-                            for t in div.get("spikes", [])]
+        self.loss_spikes = [(int(t[0]), int(t[1]), float(t[2]), None if t[3] is None else float(t[3]),
+                             t[4] if len(t) > 4 else None) for t in div.get("spikes", [])]
         self.loss_spike_samples = collections.Counter({str(k): int(v) for k, v in div.get("spike_samples", {}).items()})
         self._resumed_sums = div.get("epoch_sums")  # used only if the run resumes in the middle of that epoch
         self._recent.extend(float(v) for v in div.get("recent", []))
