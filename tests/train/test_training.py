@@ -672,3 +672,33 @@ def test_a_run_resumed_in_the_middle_of_an_epoch_ends_as_an_uninterrupted_one(ti
     m = train(_cfg(tiny_config, **steps), tmp_path / "run", progress=False, resume=True)
     assert m["epochs"] == 3 and m["lr_halvings"] == 0
     assert (m["val_rel_l2"], m["test_rel_l2"]) == (whole["val_rel_l2"], whole["test_rel_l2"])
+
+
+def test_a_one_sample_spike_on_one_of_two_processes_is_kept_by_both(tiny_config, burgers_file, tmp_path):
+    """torchrun with 2 processes on a file with one bad sample (its target scaled down 100 times): the rank whose half
+    of a batch holds it spikes alone, the ranks agree that it is one sample's spike (the kind is reduced over them),
+    keep it and go on; rank 0 names the sample when the half holding it was its own."""
+    import shutil
+
+    import h5py
+
+    bad = 13
+    data = tmp_path / "one-bad-sample.h5"
+    shutil.copy(burgers_file, data)
+    with h5py.File(data, "r+") as f:
+        f["u"][bad] = f["u"][bad] * 1e-2
+    cfg = yaml.safe_load(tiny_config.read_text())
+    cfg["data"]["path"] = str(data)
+    cfg["train"]["epochs"] = 8
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    out = tmp_path / "ddp"
+    cmd = ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "opformer", "train", str(path),
+           "--devices", "2", "--strategy", "ddp", "--accelerator", "cpu", "--no-progress", "--out", str(out)]
+    res = subprocess.run([PYTHON, *cmd], env=cli_env(), capture_output=True, text=True, timeout=500)
+    assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["loss_spikes"] >= 2 and m["lr_halvings"] == 0, (m["loss_spikes"], m["divergence_notes"])
+    name = f"sample {bad} of {data}"
+    for _, _, _, worst, who in m["loss_spike_steps"]:  # rank 0's record: its own half named, the other's not
+        assert (who == name and worst > 10.0) or (who is None and worst is None), m["loss_spike_steps"]
