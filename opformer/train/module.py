@@ -97,6 +97,7 @@ class _Spike(NamedTuple):
     sums: Tensor  # its share of the epoch's sums, added once it is judged
     errs: list  # the relative L2 error of each sample of the batch (this process's)
     samples: Optional[list]  # those samples in the user's terms ("sample 753 of FILE"), when they can be found
+    whole: bool  # the batch's samples rose with it (on some process): not one sample's spike
 
 
 class OperatorModule(L.LightningModule):
@@ -139,6 +140,7 @@ class OperatorModule(L.LightningModule):
         self.loss_spikes: list[tuple[int, int, float, Optional[float], Optional[str]]] = []
         self.loss_spike_count = 0
         self.loss_spike_samples: collections.Counter = collections.Counter()  # worst sample of a spike: how often
+        self._spikes_announced: set = set()  # the kinds of spike announced so far ("sample", "batch")
         self._epoch_first_batch: Optional[int] = None
         self._resumed_sums: Optional[list] = None  # the epoch's sums so far, from a mid-epoch checkpoint
         self._loader_state: Optional[dict] = None  # the training loader's state in the checkpoint resumed from
@@ -275,7 +277,7 @@ class OperatorModule(L.LightningModule):
         process, this process's per-sample errors when its own loss is a spike) for a step whose loss on the host is
         ``value``: all ranks take the same branch.  A spike's batch rose as a whole when the median error of its
         samples other than the worst is over :attr:`OUTLIER_FRACTION` of the factor times the recent median: not one
-        outlier sample but a damaged state."""
+        outlier sample's spike."""
         finite = math.isfinite(value)
         ok = finite and not self._blown_up(value)
         errs, whole = None, False
@@ -289,7 +291,7 @@ class OperatorModule(L.LightningModule):
         return finite, ok, whole, errs
 
     #: a spike is one sample's (an outlier) when the median error of the batch's other samples stays at most this
-    #: fraction of ``divergence_factor`` times the recent median; over it, the batch rose as a whole (a blow-up)
+    #: fraction of ``divergence_factor`` times the recent median; over it, the batch rose as a whole
     OUTLIER_FRACTION = 0.25
 
     def _one_sample(self, errs: list, median: float) -> bool:
@@ -318,39 +320,30 @@ class OperatorModule(L.LightningModule):
         """Judge one step's loss: True when it is kept (its loss and error enter the epoch's sums), False when the
         last good state was restored instead (the step is skipped); raises when training cannot go on.
 
-        A finite loss over ``divergence_factor`` times the recent median (a spike) is a blow-up when the batch's
-        samples rose with it (restored from at once), or when the next step spikes too; a spike from one sample of
-        the batch, the others at their usual level, is kept and judged by the next step: a batch that holds one hard
-        or mislabelled sample raises one step's loss alone (kept, counted in ``loss_spikes`` and named)."""
+        A finite loss over ``divergence_factor`` times the recent median (a spike) is kept and judged by the next
+        step: a blow-up's loss stays high (two such steps in a row are restored from), while a batch that holds one
+        hard or mislabelled sample raises one step's loss alone (kept, counted in ``loss_spikes``, the sample named),
+        and so does a passing rise of the whole batch that the next step does not confirm (kept and counted)."""
         value = step.value()
         finite, ok, whole, errs = self._check(step, value)
         spike, self._spike = self._spike, None
         counted = ok  # whether this step enters the step median and the epoch's sums now
         factor = self.train_cfg.divergence_factor
-        if finite and not ok and spike is None and not whole:
-            names = self._sample_names(step, len(errs)) if errs is not None else None
+        if finite and not ok and spike is None:
+            names = self._sample_names(step, len(errs)) if errs is not None and not whole else None
             self._spike = _Spike(step.epoch, step.step, value, statistics.median(self._recent), self._sums_of(step),
-                                 errs or [], names)
+                                 errs or [], names, whole)
         elif not ok:
             why, at = None, (step.epoch, step.step)
-            if finite and spike is not None:  # the second spike in a row: a blow-up, reported from its first step
+            if finite:  # the second spike in a row: a blow-up, reported from its first step
                 why = (f"losses {spike.loss:.4g} and {value:.4g} of two steps in a row (over {factor:g}x the median "
                        f"{spike.median:.3g} of the recent steps)")
                 at = (spike.epoch, spike.step)
-            elif finite:  # the batch rose as a whole
-                median = statistics.median(self._recent)
-                rest = ""
-                if errs is not None and len(errs) > 1:
-                    worst = max(range(len(errs)), key=errs.__getitem__)
-                    rest = (f"; the batch's other samples rose with it: their median relative L2 error "
-                            f"{statistics.median(errs[:worst] + errs[worst + 1:]):.3g}")
-                why = f"loss {value:.4g} (over {factor:g}x the median {median:.3g} of the recent steps{rest})"
             if self._recover(value, why, at=at):
                 return False
-            if finite:  # no retries left: the steps are kept and counted as they are
-                if spike is not None:
-                    self._recent.append(spike.loss)
-                    self._train_sums[:3] += spike.sums
+            if finite:  # no retries left: both steps are kept and counted as they are
+                self._recent.append(spike.loss)
+                self._train_sums[:3] += spike.sums
                 counted = True
         elif spike is not None:
             self._isolated_spike(spike)
@@ -404,10 +397,12 @@ class OperatorModule(L.LightningModule):
         return names if len(names) == count else None
 
     def _isolated_spike(self, spike: _Spike) -> None:
-        """A one-sample spike whose next step was normal: kept (its loss enters the sums of the epoch running now) and
-        counted; its worst sample is named where it can be found (``loss_spike_samples``); the first is announced.
-        With several processes the sample is named only on the process whose own batch spiked."""
-        epoch, step, value, median, sums, errs, names = spike
+        """A spike whose next step was normal: kept (its loss enters the sums of the epoch running now) and counted.
+        One sample's spike (the batch's other samples at their usual level) names that sample where it can be found
+        (``loss_spike_samples``); a spike whose whole batch rose is a passing rise of the loss, and names none.  The
+        first of each kind is announced.  With several processes the sample is named only on the process whose own
+        batch spiked."""
+        epoch, step, value, median, sums, errs, names, whole = spike
         self._train_sums += torch.cat((sums, sums))
         self.loss_spike_count += 1
         at = max(range(len(errs)), key=errs.__getitem__) if errs else None
@@ -417,16 +412,24 @@ class OperatorModule(L.LightningModule):
             self.loss_spike_samples[name] += 1
         if len(self.loss_spikes) < self._SPIKES_KEPT:
             self.loss_spikes.append((epoch, step, value, worst, name))
-        if self.loss_spike_count > 1 or self.trainer is None or not self.trainer.is_global_zero:
+        kind = "batch" if whole else "sample"
+        if kind in self._spikes_announced or self.trainer is None or not self.trainer.is_global_zero:
             return
+        self._spikes_announced.add(kind)
         head = (f"note: the loss of epoch {epoch}, step {step} ({value:.4g}) was over "
                 f"{self.train_cfg.divergence_factor:g}x the median {median:.3g} of the recent steps")
         if self.trainer.world_size > 1 or len(errs) < 2:
             print(f"{head}, and the next step's was not: kept and counted in metrics.json (loss_spikes, "
                   "loss_spike_steps, loss_spike_samples)", flush=True)
             return
-        who = f"its worst sample ({name})" if name is not None else "its worst sample"
         others = statistics.median(errs[:at] + errs[at + 1:])
+        if whole:
+            print(f"{head}; the batch's samples rose together (the median relative L2 error of the {len(errs) - 1} "
+                  f"besides the worst {others:.3g}, the worst {worst:.3g}), and the next step's was not: kept as a "
+                  "passing rise of the loss (no one sample is the cause, and the next step shows no damaged state); "
+                  "such steps are counted in metrics.json (loss_spikes, loss_spike_steps)", flush=True)
+            return
+        who = f"its worst sample ({name})" if name is not None else "its worst sample"
         print(f"{head}; {who} has relative L2 error {worst:.3g}, the other {len(errs) - 1} samples' median "
               f"{others:.3g}, and the next step's was not: kept as a hard batch (an outlier sample, not a blow-up); "
               "such steps are counted in metrics.json (loss_spikes, loss_spike_steps, loss_spike_samples)",
