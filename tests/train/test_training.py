@@ -610,16 +610,13 @@ def test_adam_beta2_reaches_the_trainers_optimizer(tiny_config, tmp_path):
 
 
 
-def test_a_spike_names_the_sample_that_caused_it(tiny_config, burgers_file, tmp_path, capsys):
-    """A training file with one bad sample (its target scaled down 100 times, so the model's relative error on it is
-    about 100 times the others'): each batch that holds it spikes alone and is kept, and the note and metrics.json
-    name that sample by its number in the file, found again from the batch's position in its epoch."""
+def _one_bad_sample(tiny_config, burgers_file, tmp_path, bad: int):
+    """(a copy of the tiny Burgers file with sample ``bad``'s target scaled down 100 times, an 8-epoch run config on
+    it): the model's relative error on that sample is then about 100 times the others'."""
     import shutil
 
     import h5py
-    import yaml
 
-    bad = 13  # a training sample (the training split is the file's first 24)
     data = tmp_path / "one-bad-sample.h5"
     shutil.copy(burgers_file, data)
     with h5py.File(data, "r+") as f:
@@ -629,6 +626,15 @@ def test_a_spike_names_the_sample_that_caused_it(tiny_config, burgers_file, tmp_
     cfg["train"]["epochs"] = 8
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(cfg))
+    return data, path
+
+
+def test_a_spike_names_the_sample_that_caused_it(tiny_config, burgers_file, tmp_path, capsys):
+    """A training file with one bad sample (its target scaled down 100 times, so the model's relative error on it is
+    about 100 times the others'): each batch that holds it spikes alone and is kept, and the note and metrics.json
+    name that sample by its number in the file, found again from the batch's position in its epoch."""
+    bad = 13  # a training sample (the training split is the file's first 24)
+    data, path = _one_bad_sample(tiny_config, burgers_file, tmp_path, bad)
     m = train(_cfg(path), tmp_path / "run", progress=False)
     out = capsys.readouterr().out
     name = f"sample {bad} of {data}"
@@ -679,20 +685,8 @@ def test_a_one_sample_spike_on_one_of_two_processes_is_kept_by_both(tiny_config,
     """torchrun with 2 processes on a file with one bad sample (its target scaled down 100 times): the rank whose half
     of a batch holds it spikes alone, the ranks agree that it is one sample's spike (the kind is reduced over them),
     keep it and go on; rank 0 names the sample when the half holding it was its own."""
-    import shutil
-
-    import h5py
-
     bad = 13
-    data = tmp_path / "one-bad-sample.h5"
-    shutil.copy(burgers_file, data)
-    with h5py.File(data, "r+") as f:
-        f["u"][bad] = f["u"][bad] * 1e-2
-    cfg = yaml.safe_load(tiny_config.read_text())
-    cfg["data"]["path"] = str(data)
-    cfg["train"]["epochs"] = 8
-    path = tmp_path / "bad.yaml"
-    path.write_text(yaml.safe_dump(cfg))
+    data, path = _one_bad_sample(tiny_config, burgers_file, tmp_path, bad)
     out = tmp_path / "ddp"
     cmd = ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "opformer", "train", str(path),
            "--devices", "2", "--strategy", "ddp", "--accelerator", "cpu", "--no-progress", "--out", str(out)]
