@@ -269,10 +269,10 @@ def _interrupted(out: str, how: str) -> str:
         return f"{how} before the first checkpoint: nothing to resume in {out}; run the command again to start over"
     try:
         from ..tasks.artifact import read_checkpoint
+        from .module import checkpoint_loader_state
 
         ck = read_checkpoint(last)
-        loader = (((ck.get("loops") or {}).get("fit_loop") or {}).get("state_dict") or {}).get("combined_loader")
-        inside = loader[0] if loader else {}
+        inside = checkpoint_loader_state(ck) or {}
         if inside.get("batches"):  # written inside an epoch (checkpoint_every_n_steps): the resume goes on there
             epochs = f" (epoch {inside['epoch']}, after {inside['batches']} of its batches)"
         else:

@@ -87,6 +87,19 @@ class _StepLoss:
         return float(self.loss)
 
 
+def checkpoint_loader_state(checkpoint: dict) -> Optional[dict]:
+    """The training loader's state a checkpoint holds (Lightning's fit-loop state: {"epoch": the epoch of the next
+    pass, "batches": how many of its batches were trained on}), or None."""
+    fit_state = ((checkpoint.get("loops") or {}).get("fit_loop") or {}).get("state_dict") or {}
+    return (fit_state.get("combined_loader") or [None])[0]
+
+
+def _worst_and_others(errs: list) -> tuple[int, float]:
+    """The position of a batch's worst per-sample error and the median of the others (two samples at least)."""
+    at = max(range(len(errs)), key=errs.__getitem__)
+    return at, statistics.median(errs[:at] + errs[at + 1:])
+
+
 class _Spike(NamedTuple):
     """A finite step loss over ``divergence_factor`` times the recent median, kept and judged by the next step."""
 
@@ -143,7 +156,6 @@ class OperatorModule(L.LightningModule):
         self._spikes_announced: set = set()  # the kinds of spike announced so far ("sample", "batch")
         self._epoch_first_batch: Optional[int] = None
         self._resumed_sums: Optional[list] = None  # the epoch's sums so far, from a mid-epoch checkpoint
-        self._loader_state: Optional[dict] = None  # the training loader's state in the checkpoint resumed from
         self._train_sums: Optional[Tensor] = None  # this epoch's (sum of loss x batch, sum of rel. L2, samples)
         # (epoch, its means over all ranks, its mean loss without the isolated spikes), computed once
         self._train_means: Optional[tuple[int, dict, Optional[float]]] = None
@@ -299,9 +311,7 @@ class OperatorModule(L.LightningModule):
         (a batch of one sample: yes)."""
         if len(errs) < 2:
             return True
-        at = max(range(len(errs)), key=errs.__getitem__)
-        others = statistics.median(errs[:at] + errs[at + 1:])
-        return others <= self.OUTLIER_FRACTION * self.train_cfg.divergence_factor * median
+        return _worst_and_others(errs)[1] <= self.OUTLIER_FRACTION * self.train_cfg.divergence_factor * median
 
     _defer_always = False  # tests set it to check the deferred path on the CPU
 
@@ -422,7 +432,7 @@ class OperatorModule(L.LightningModule):
             print(f"{head}, and the next step's was not: kept and counted in metrics.json (loss_spikes, "
                   "loss_spike_steps, loss_spike_samples)", flush=True)
             return
-        others = statistics.median(errs[:at] + errs[at + 1:])
+        others = _worst_and_others(errs)[1]
         if whole:
             print(f"{head}; the batch's samples rose together (the median relative L2 error of the {len(errs) - 1} "
                   f"besides the worst {others:.3g}, the worst {worst:.3g}), and the next step's was not: kept as a "
@@ -598,10 +608,6 @@ class OperatorModule(L.LightningModule):
         self._fit_started = time.perf_counter()
 
     def on_train_start(self) -> None:
-        state, self._loader_state = self._loader_state, None
-        resume = getattr(getattr(self._trainer, "datamodule", None), "resume_train_loader", None)
-        if state is not None and callable(resume):
-            resume(state)
         # the network's training forward and backward as CUDA graphs where they apply (opformer.train.cuda_graphs)
         want = self.train_cfg.cuda_graphs
         if want is False or self._trainer is None:
@@ -668,13 +674,12 @@ class OperatorModule(L.LightningModule):
         self._epoch_val = tuple(rules["epoch_val"]) if rules.get("epoch_val") else None
         self._last_epoch_suspect = bool(rules.get("last_epoch_suspect", False))
         self._mean_field_err = rules.get("mean_field_err")
-        # the training loader's position in its epoch (Lightning's loop state), handed to the loader at the start
-        fit_state = ((checkpoint.get("loops") or {}).get("fit_loop") or {}).get("state_dict") or {}
-        self._loader_state = (fit_state.get("combined_loader") or [None])[0]
+        # the training loader's position in its epoch, handed to the data module before the loader is made and
+        # iterated (Lightning's own hand-over comes too late, see _DataModule.resume_train_loader)
+        loader = checkpoint_loader_state(checkpoint)
         resume = getattr(getattr(self._trainer, "datamodule", None), "resume_train_loader", None)
-        if self._loader_state is not None and callable(resume):  # before the loader is made and iterated
-            resume(self._loader_state)
-            self._loader_state = None
+        if loader is not None and callable(resume):
+            resume(loader)
         states = checkpoint.get("rng_states")
         if states:
             torch.set_rng_state(states["torch"])

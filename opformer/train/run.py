@@ -8,6 +8,7 @@ import contextlib
 import copy
 import dataclasses
 import errno
+import itertools
 import json
 import os
 import tempfile
@@ -412,10 +413,9 @@ class _DataModule(L.LightningDataModule):
         753 of data/d33.h5"), in batch order.  The shuffle depends only on (seed, epoch, rank), so the batch is
         found again from its position without the batches carrying their indices."""
         ds = self.ds["train"]
-        sampler = self._sampler(ds, True)
-        sampler.set_epoch(epoch)
-        size = self._per_device(self.t.batch_size)
-        ids = list(sampler)[batch_idx * size : (batch_idx + 1) * size]
+        batches = _IndexBatches(self._sampler(ds, True), self._per_device(self.t.batch_size), False)
+        batches.set_epoch(epoch)
+        ids = next(itertools.islice(batches, batch_idx, None), [])
         describe = getattr(ds, "describe", None)
         return [describe(k) if callable(describe) else f"sample {k} of the training split" for k in ids]
 
@@ -457,10 +457,11 @@ class _DataModule(L.LightningDataModule):
         """Hand the training loader the state a checkpoint saved, now or when it is made (Lightning's own hand-over
         misses it: the loader is made and iterated, for the scheduler's step count, before the checkpoint's loop
         state is read)."""
-        self._pending_resume = dict(state)
         loader = getattr(self, "_train_loader", None)
         if isinstance(loader, _TrainLoader):
             loader.load_state_dict(state)
+        else:
+            self._pending_resume = dict(state)
 
     def train_batches_skipped(self, epoch: int) -> int:
         """How many batches of ``epoch`` the training loader left out because the run resumed inside it (0 if not)."""

@@ -670,6 +670,9 @@ def test_a_run_resumed_in_the_middle_of_an_epoch_ends_as_an_uninterrupted_one(ti
         train(_cfg(tiny_config, **steps), tmp_path / "run", progress=False)
     saved = torch.load(tmp_path / "run" / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
     assert saved["global_step"] == 10  # written inside epoch 1, after its fourth step
+    from opformer.train.cli import _interrupted
+
+    assert "(epoch 1, after 4 of its batches)" in _interrupted(str(tmp_path / "run"), "interrupted")
     assert saved["loops"]["fit_loop"]["state_dict"]["combined_loader"] == [{"epoch": 1, "batches": 4}]
     assert saved["divergence"]["epoch_sums"][2] == 16.0  # four kept steps of 4 samples so far in that epoch
     rules = saved["divergence"]["rules"]  # what the guard's epoch rules judge by travels too
