@@ -410,14 +410,24 @@ class OperatorModule(L.LightningModule):
         """A spike whose next step was normal: kept (its loss enters the sums of the epoch running now) and counted.
         One sample's spike (the batch's other samples at their usual level) names that sample where it can be found
         (``loss_spike_samples``); a spike whose whole batch rose is a passing rise of the loss, and names none.  The
-        first of each kind is announced.  With several processes the sample is named only on the process whose own
-        batch spiked."""
+        first of each kind is announced.  With several processes the record is that of the process whose own batch
+        spiked (the highest loss where several did), the same on every process."""
         epoch, step, value, median, sums, errs, names, whole = spike
         self._train_sums += torch.cat((sums, sums))
         self.loss_spike_count += 1
-        at = max(range(len(errs)), key=errs.__getitem__) if errs else None
-        worst = errs[at] if errs else None  # (a process whose own batch did not spike)
-        name = names[at] if names and at is not None else None
+        own = None  # (loss, median, worst, the others' median, name, batch size) of this process's own spike
+        if errs:
+            at, others = _worst_and_others(errs) if len(errs) > 1 else (0, None)
+            own = (value, median, errs[at], others, names[at] if names else None, len(errs))
+        if self.trainer is not None and self.trainer.world_size > 1:
+            import torch.distributed as dist
+
+            every = [None] * self.trainer.world_size
+            dist.all_gather_object(every, own)  # every process is here at the same step (the flags were reduced)
+            own = max((r for r in every if r is not None), key=lambda r: r[0], default=None)
+        if own is None:  # (not reached: some process's own loss spiked)
+            return
+        value, median, worst, others, name, count = own
         if name is not None:
             self.loss_spike_samples[name] += 1
         if len(self.loss_spikes) < self._SPIKES_KEPT:
@@ -428,19 +438,20 @@ class OperatorModule(L.LightningModule):
         self._spikes_announced.add(kind)
         head = (f"note: the loss of epoch {epoch}, step {step} ({value:.4g}) was over "
                 f"{self.train_cfg.divergence_factor:g}x the median {median:.3g} of the recent steps")
-        if self.trainer.world_size > 1 or len(errs) < 2:
+        if self.trainer.world_size > 1:
+            head += " (on one of the processes, for its share of the batch)"
+        if count < 2:
             print(f"{head}, and the next step's was not: kept and counted in metrics.json (loss_spikes, "
                   "loss_spike_steps, loss_spike_samples)", flush=True)
             return
-        others = _worst_and_others(errs)[1]
         if whole:
-            print(f"{head}; the batch's samples rose together (the median relative L2 error of the {len(errs) - 1} "
+            print(f"{head}; the batch's samples rose together (the median relative L2 error of the {count - 1} "
                   f"besides the worst {others:.3g}, the worst {worst:.3g}), and the next step's was not: kept as a "
                   "passing rise of the loss (no one sample is the cause, and the next step shows no damaged state); "
                   "such steps are counted in metrics.json (loss_spikes, loss_spike_steps)", flush=True)
             return
         who = f"its worst sample ({name})" if name is not None else "its worst sample"
-        print(f"{head}; {who} has relative L2 error {worst:.3g}, the other {len(errs) - 1} samples' median "
+        print(f"{head}; {who} has relative L2 error {worst:.3g}, the other {count - 1} samples' median "
               f"{others:.3g}, and the next step's was not: kept as a hard batch (an outlier sample, not a blow-up); "
               "such steps are counted in metrics.json (loss_spikes, loss_spike_steps, loss_spike_samples)",
               flush=True)
