@@ -35,6 +35,9 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except BrokenPipeError:
         return closed_pipe_status()
+    except KeyboardInterrupt:  # Ctrl-C while starting (importing torch), before a command handles it itself
+        print("opformer: interrupted", file=sys.stderr)
+        return 130
 
 
 def closed_pipe_status() -> int:

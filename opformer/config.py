@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import re
 import types
 import typing
@@ -236,6 +237,8 @@ def _check_range(field: dataclasses.Field, value: Any, where: str) -> None:
         if meta.get("choices") is not None and value is not None and value not in meta["choices"]:
             raise ConfigError(f"{where}: expected one of {', '.join(map(str, meta['choices']))}, got {value!r}")
         return
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"{where}: must be a finite number, got {value!r}")
     lo, hi, above = meta.get("min"), meta.get("max"), meta.get("above")
     if lo is not None and value < lo:
         raise ConfigError(f"{where}: must be >= {lo}, got {value!r}")

@@ -27,6 +27,39 @@ __all__ = ["UnitGaussianNormalizer", "make_splits", "FieldDataset", "stride_for"
 _BLOCK = 32  # samples read and transformed at a time (bounds the memory of full-resolution arrays)
 
 
+def constant_input_warning(normalizer: "UnitGaussianNormalizer", arrays, splits=("val", "test")) -> Optional[str]:
+    """A warning when the training inputs are the same in every sample at some grid points while the inputs of the
+    other ``splits`` differ there: a per-point normalizer divides those differences by its eps alone and the model
+    sees values about 1/eps times larger than any it was trained on (a few training samples of a piecewise-constant
+    field do this).  ``arrays``: the :class:`SplitArrays` the normalizer was fitted on.  None when all is well."""
+    if not normalizer.per_point:
+        return None
+    std = normalizer.std.double()
+    flat = std.reshape(-1)
+    constant = std <= 1e-9 * float(flat.max()) if float(flat.max()) > 0 else torch.ones_like(std, dtype=torch.bool)
+    if not bool(constant.any()):
+        return None
+    mean = normalizer.mean.double()
+    tol = 1e-6 * (float(mean.abs().max()) + float(flat.max()) + 1e-30)
+    differ = []
+    for split in splits:
+        if split not in arrays.arrays:
+            continue
+        x = torch.as_tensor(np.asarray(arrays[split]["input"]), dtype=torch.float64)
+        if x.shape[1:] != mean.shape or not len(x):
+            continue
+        if bool(((x - mean).abs() > tol)[:, constant].any()):
+            differ.append(split)
+    if not differ:
+        return None
+    n_train = len(arrays.train()["input"])
+    return (f"the input is the same in all {n_train} training samples at {int(constant.sum())} of {constant.numel()} "
+            f"grid points, while the {' and '.join(differ)} inputs differ there: the per-point normalization has no "
+            f"spread to divide by at those points and amplifies the differences about {1 / normalizer.eps:.0e} times, "
+            "so expect large errors on those samples; train on more samples (each point's input must vary over the "
+            "training set)")
+
+
 class UnitGaussianNormalizer(torch.nn.Module):
     """Standardization ``(x - mean) / (std + eps)``, per grid point or per channel, valid on any grid.
 
@@ -184,13 +217,15 @@ def make_splits(
     n_test: Union[int, float, None] = None,
     train_pool: Optional[int] = None,
     where: str = "the training file",
+    min_val: int = 0,
 ) -> dict[str, np.ndarray]:
     """Sample positions of the train, validation and test splits (flags as in ``opformer train --help``).
 
     Test: with a separate test file (``n_test_file`` given), its last ``n_test`` samples (None: all of them);
     otherwise the last ``n_test`` samples of the training file (a count, or a fraction of it).  Pool: the first
     ``train_pool`` samples (default: all that are not test samples).  Validation: the last ``n_val`` of the pool
-    (count or fraction of the pool).  Training: the first ``n_train`` of the pool (default: the rest).
+    (count or fraction of the pool).  Training: the first ``n_train`` of the pool (default: the rest).  ``min_val``:
+    the fewest validation samples accepted (a training run needs one).
     """
     separate = n_test_file is not None
     if separate:
@@ -201,7 +236,13 @@ def make_splits(
         available = n_file
     else:
         nt = _count(0.1 if n_test is None else n_test, n_file, "test", "--n-test")
-        if not 1 <= nt < n_file:
+        if n_file < 2 + min_val:
+            raise DataError(f"{where} has {n_file} sample{'s' if n_file != 1 else ''}: too few to train, "
+                            f"{'validate ' if min_val else ''}and test on (at least {2 + min_val})")
+        if nt < 1:
+            raise DataError(f"--n-test {n_test}: the test split needs at least one sample (the run's error is "
+                            "measured on it)")
+        if nt >= n_file:
             raise DataError(f"--n-test {n_test} must leave samples for training: {where} has {n_file} samples")
         test = np.arange(n_file - nt, n_file)
         available = n_file - nt
@@ -210,6 +251,10 @@ def make_splits(
         extra = "" if separate else f" ({nt} are test samples)"
         raise DataError(f"--train-pool {train_pool} is more than the {available} samples available in {where}{extra}")
     nv = _count(n_val, pool, "validation", "--n-val")
+    if nv < min_val:
+        raise DataError(f"--n-val {n_val}: the validation split needs at least {min_val} sample"
+                        f"{'s' if min_val != 1 else ''} (the best epoch is chosen on it, and the divergence guard "
+                        "watches it)")
     if nv >= pool:
         plural = "s" if pool != 1 else ""
         raise DataError(f"--n-val {n_val} leaves no training sample: {where} has {pool} sample{plural} "

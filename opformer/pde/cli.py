@@ -130,6 +130,10 @@ def _generate(args, recipe: dict) -> int:
     import signal
     import threading
 
+    if Path(args.out).suffix.lower() not in (".h5", ".hdf5", ".hdf"):
+        print(f"opformer: error: --out {args.out}: the data are written as HDF5; name the file .h5 (other formats "
+              "are read for training, not written)", file=sys.stderr)
+        return 2
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, request_stop)  # stop like Ctrl-C, keeping the finished samples
     try:

@@ -374,7 +374,7 @@ def split_indices(data: DataConfig, train, test, test_all: bool) -> dict:
     separate = test is not train
     return make_splits(train.n_samples, test.n_samples if separate else None, n_train=data.n_train,
                        n_val=data.n_val, n_test=data.n_test,
-                       train_pool=data.train_pool, where=train.describe())
+                       train_pool=data.train_pool, where=train.describe(), min_val=1)
 
 
 # --- the registry ---------------------------------------------------------------------------------------------------------

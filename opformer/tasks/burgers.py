@@ -12,7 +12,8 @@ import dataclasses
 import numpy as np
 
 from ..config import TrainConfig, opt
-from ..data.datasets import FieldDataset, SplitArrays, UnitGaussianNormalizer, sample_array, stride_for
+from ..data.datasets import (FieldDataset, SplitArrays, UnitGaussianNormalizer, constant_input_warning, sample_array,
+                             stride_for)
 from .base import Bundle, Task, model_table, open_pair, register_task, split_indices
 from .losses import effective_gamma, grid_step, h1_seminorm_1d, rel_l2
 
@@ -54,12 +55,15 @@ class BurgersTask(Task):
 
         arrays = SplitArrays(train_src, test_src, idx, splits, transform)
         normalizers = dict(normalizers or {})
+        warnings = []
         if options.normalize_input and "input" not in normalizers:
             normalizers["input"] = UnitGaussianNormalizer.fit(arrays.train()["input"], kind="periodic", axes=[x])
+            warnings = [w for w in [constant_input_warning(normalizers["input"], arrays)] if w]
         datasets = {split: FieldDataset(arrays[split], {"coords": x[:, None]}, origin=arrays.origin(split))
                     for split in splits}
         return Bundle(datasets, normalizers, "periodic", (len(x),), (len(x),),
-                      {"train": str(files["train"]), "test": str(files.get("test") or files["train"])})
+                      {"train": str(files["train"]), "test": str(files.get("test") or files["train"])},
+                      warnings=warnings)
 
     def loss(self, pred, batch, train: TrainConfig):
         l2 = rel_l2(pred, batch["target"])

@@ -14,7 +14,8 @@ import numpy as np
 import torch
 
 from ..config import TrainConfig
-from ..data.datasets import FieldDataset, SplitArrays, UnitGaussianNormalizer, sample_array, stride_for
+from ..data.datasets import (FieldDataset, SplitArrays, UnitGaussianNormalizer, constant_input_warning, sample_array,
+                             stride_for)
 from ..pde.errors import DataError
 from .base import Bundle, Operator, Task, grid_kind_of, model_table, open_pair, register_task, split_indices
 from .symmetry import check_symmetric_grid, dihedral_batch
@@ -206,6 +207,7 @@ class DarcyTask(Task):
 
         arrays = SplitArrays(train_src, test_src, idx, splits, transform)
         normalizers = dict(normalizers or {})
+        fitted = "input" not in normalizers
         if "input" not in normalizers or "target" not in normalizers:
             tr = arrays.train()
             for role in ("input", "target"):
@@ -215,6 +217,8 @@ class DarcyTask(Task):
                     for split in splits}
         warnings = wrong_sign_warnings(train_src, test_src, idx,
                                        {split: arrays[split]["target"][..., 0] for split in splits})
+        constant = constant_input_warning(normalizers["input"], arrays) if fitted else None
+        warnings = warnings + ([constant] if constant else [])
         return Bundle(datasets, normalizers, kind, (len(xs),) * 2, (len(xs),) * 2,
                       {"train": str(files["train"]), "test": str(files.get("test") or files["train"])},
                       warnings=warnings)

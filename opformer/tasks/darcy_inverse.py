@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from ..config import opt
-from ..data.datasets import FieldDataset, SplitArrays, UnitGaussianNormalizer, sample_array
+from ..data.datasets import FieldDataset, SplitArrays, UnitGaussianNormalizer, constant_input_warning, sample_array
 from ..pde.darcy import pool_nanmean
 from ..pde.errors import DataError
 from .base import Bundle, Task, model_table, register_task, split_indices
@@ -58,10 +58,13 @@ class DarcyInverseTask(Task):
 
         arrays = SplitArrays(train_src, test_src, idx, splits, transform)
         normalizers = dict(normalizers or {})
+        constant = None
         if "input" not in normalizers:
             normalizers["input"] = UnitGaussianNormalizer.fit(arrays.train()["input"], kind=kind, axes=[x[::s]] * 2)
+            constant = constant_input_warning(normalizers["input"], arrays)  # on the clean inputs, as fitted
         warnings = wrong_sign_warnings(train_src, test_src, idx,  # on the clean solutions, before any noise
                                        {split: arrays[split]["input"][..., 0] for split in splits})
+        warnings = warnings + ([constant] if constant else [])
         if options.noise > 0:
             norm = normalizers["input"]
             nf = arrays[splits[0]]["input"].shape[1]

@@ -256,7 +256,7 @@ class TrajectoryTask(Task):
         else:
             idx = make_splits(train_src.n_samples, None if test_src is train_src else test_src.n_samples,
                               n_train=data.n_train, n_val=data.n_val, n_test=data.n_test,
-                              train_pool=data.train_pool, where=train_src.describe())
+                              train_pool=data.train_pool, where=train_src.describe(), min_val=1)
         spatial = (slice(None, None, s),) * self.dim
 
         def transform(w):

@@ -101,6 +101,18 @@ def _from_yaml(text: str, name: str, where: str) -> dict:
     base_name = raw.pop("base", None)
     base = load_preset(base_name) if base_name else {"task": raw.get("task"), "data": {}, "train": {},
                                                        "task_options": {}, "model": None}
+    data = raw.get("data")
+    if isinstance(data, dict) and data.get("path") is not None and (base.get("data") or {}).get("path") is None:
+        for key in RECIPE_BOUND:  # as with --data: the base's sizes describe its generated data, not this file
+            if key not in data:
+                (base.get("data") or {}).pop(key, None)
+    if isinstance(data, dict) and Path(where).suffix in (".yaml", ".yml"):
+        here = Path(where).parent
+        for key in ("path", "test_path"):  # a relative file name that is not in the working directory but next to
+            value = data.get(key)  # the YAML file is the one beside it
+            if isinstance(value, str) and value and not Path(value).expanduser().is_absolute():
+                if not Path(value).exists() and (here / value).exists():
+                    data[key] = str(here / value)
     cfg = _merge(base, raw)
     cfg["name"] = raw.get("name", name)
     return cfg

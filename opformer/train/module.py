@@ -44,8 +44,8 @@ def lr_groups(operator: torch.nn.Module, scales: dict) -> list[dict]:
     the model: multiplier}; a parameter takes the multiplier of the longest name it lies under, else 1).  Raises
     ValueError naming a module name that no parameter lies under, or a multiplier that is not positive."""
     for key, scale in scales.items():
-        if not scale > 0:
-            raise ValueError(f"{key}={scale}: a multiplier must be > 0")
+        if not (scale > 0 and math.isfinite(scale)):
+            raise ValueError(f"{key}={scale}: a multiplier must be a finite number > 0")
     groups: dict = {}
     names, used = [], set()
     for name, param in operator.named_parameters():
@@ -594,6 +594,15 @@ class OperatorModule(L.LightningModule):
         t = torch.tensor([total, float(count)], dtype=torch.float64, device=self.device)
         t = self.trainer.strategy.reduce(t, reduce_op="sum")
         return t[0] / t[1].clamp_min(1)
+
+    def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None) -> None:
+        """Lightning's clip, but under bf16 mixed precision (no gradient scaler: the gradients are the true ones) the
+        clip by norm is done here: Lightning refuses to clip for an optimizer with a fused step, which it takes for
+        one that unscales by itself."""
+        if gradient_clip_val and str(self.trainer.precision) == "bf16-mixed":
+            torch.nn.utils.clip_grad_norm_(self.parameters(), gradient_clip_val)
+            return
+        super().configure_gradient_clipping(optimizer, gradient_clip_val, gradient_clip_algorithm)
 
     def configure_optimizers(self) -> Any:
         t = self.train_cfg

@@ -102,6 +102,11 @@ def check_out_dir(out: Path, cfg: dict, resume: bool, overwrite: bool, *, compar
         _check_writable(out)
         _check_not_running(out)
     existing = [name for name in RUN_FILES if (out / name).exists()]
+    if existing and not overwrite and not resume and _never_checkpointed(out):
+        if locked:
+            warnings.warn(f"{out} holds a run that stopped before its first checkpoint (nothing to resume): starting "
+                          "it over")
+        return None
     if not existing or overwrite:
         if resume and not existing:
             warnings.warn(f"--resume: {out} holds no run yet; starting from scratch")
@@ -148,6 +153,13 @@ def check_out_dir(out: Path, cfg: dict, resume: bool, overwrite: bool, *, compar
         warnings.warn(f"--resume: no checkpoint in {out / 'checkpoints'} yet; starting from scratch")
         return None
     return last
+
+
+def _never_checkpointed(out: Path) -> bool:
+    """Whether ``out`` holds a run that stopped (a failure, Ctrl-C) before its first checkpoint: its config but no
+    checkpoint and no metrics; such a run is started over, as nothing of it can be resumed."""
+    return ((out / "config.yaml").exists() and not (out / "metrics.json").exists()
+            and not any((out / "checkpoints").glob("*.ckpt")))
 
 
 def _check_writable(out: Path, shown: Optional[Path] = None, error=RunDirError) -> None:
@@ -486,13 +498,37 @@ class _DataModule(L.LightningDataModule):
         return self._loader(self.ds["test"], self.t.eval_batch_size, False)
 
 
+class _RunCheckpoint(L.pytorch.callbacks.ModelCheckpoint):
+    """Lightning's ModelCheckpoint that follows its run directory when it was moved or copied: the checkpoint holds
+    the absolute paths of the folder it was written in, and Lightning, finding another folder, keeps the best
+    checkpoint's old path and forgets its score (the next epoch would then count as the best whatever its error).
+    Every path is taken to the same file name in the folder the run is in now."""
+
+    def _generate_state_key(self, **kwargs) -> str:
+        return f"ModelCheckpoint{kwargs!r}"  # Lightning's own key: checkpoints written before and after read alike
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        old = state_dict.get("dirpath")
+        if old is not None and self.dirpath is not None and old != self.dirpath:
+            def here(path):
+                return os.path.join(self.dirpath, os.path.basename(path)) if path else path
+
+            state_dict = {**state_dict, "dirpath": self.dirpath}
+            for key in ("best_model_path", "kth_best_model_path", "last_model_path"):
+                if key in state_dict:
+                    state_dict[key] = here(state_dict[key])
+            if isinstance(state_dict.get("best_k_models"), dict):
+                state_dict["best_k_models"] = {here(k): v for k, v in state_dict["best_k_models"].items()}
+        super().load_state_dict(state_dict)
+
+
 def checkpoint_callbacks(ckdir: Path, t) -> tuple:
     """(best, last): ``best.ckpt`` chosen on the selection metric, ``last.ckpt`` rewritten at the end of every epoch
     (or every ``checkpoint_every_n_steps`` steps), the resume point."""
     monitor = "test_rel_l2_selection" if t.selection == "test" else "val_rel_l2"
-    best_cb = L.pytorch.callbacks.ModelCheckpoint(ckdir, filename="best", monitor=monitor, mode="min", save_top_k=1,
+    best_cb = _RunCheckpoint(ckdir, filename="best", monitor=monitor, mode="min", save_top_k=1,
                                                   enable_version_counter=False)
-    last_cb = L.pytorch.callbacks.ModelCheckpoint(ckdir, filename="last", monitor=None, save_top_k=1,
+    last_cb = _RunCheckpoint(ckdir, filename="last", monitor=None, save_top_k=1,
                                                   every_n_train_steps=t.checkpoint_every_n_steps or None,
                                                   enable_version_counter=False)
     return best_cb, last_cb
@@ -602,6 +638,7 @@ def train(cfg: dict, out, *, resume: bool = False, overwrite: bool = False, prog
     out = Path(out)
     cfg = absolute_data_paths(cfg)
     run0 = resolve(cfg)
+    check_hardware(run0.train)
     check_out_dir(out, run0.raw, resume, overwrite, compare_model=False,  # fail early, before the data
                   fitted_train=run0.task.fitted_train_fields)
     run, bundle, operator, artifact, notes = prepare_run(cfg, explicit, progress)
@@ -624,6 +661,32 @@ def train(cfg: dict, out, *, resume: bool = False, overwrite: bool = False, prog
                 _close_process_group()
 
 
+def check_hardware(t) -> None:
+    """Refuse, before anything is read or written, an accelerator this machine lacks and a batch that the processes
+    cannot share evenly (Lightning would fail only after the run directory was made)."""
+    acc = t.accelerator
+    if acc in ("gpu", "cuda") and not torch.cuda.is_available():
+        build = "a CPU-only build of torch" if torch.version.cuda is None else "no CUDA device is visible"
+        raise ConfigError(f"--accelerator {acc}: this machine has no usable GPU ({build}, torch "
+                          f"{torch.__version__}); use --accelerator cpu or auto")
+    if acc == "mps" and not torch.backends.mps.is_available():
+        raise ConfigError("--accelerator mps: this machine has no usable Apple GPU; use --accelerator cpu or auto")
+    text = str(t.devices).strip()
+    count = None  # processes per node, where the value says (not "auto", "-1": all GPUs)
+    if text.isdigit():
+        count = int(text)
+        if count < 1:
+            raise ConfigError(f"--devices {text}: must be >= 1 (or auto)")
+    elif text and all(part.strip().isdigit() for part in text.split(",") if part.strip()):
+        count = len([part for part in text.split(",") if part.strip()])  # a list of GPU indices
+    if acc in ("gpu", "cuda") and count is not None and count > torch.cuda.device_count():
+        raise ConfigError(f"--devices {text}: this machine has {torch.cuda.device_count()} GPU(s)")
+    world = (count or 1) * t.num_nodes
+    if world > 1 and t.batch_size % world:
+        raise ConfigError(f"--batch-size {t.batch_size} is not divisible by the {world} processes (--devices "
+                          f"{t.devices} x --num-nodes {t.num_nodes}): each process takes an equal share of a batch")
+
+
 def _process_group_exists() -> bool:
     return torch.distributed.is_available() and torch.distributed.is_initialized()
 
@@ -643,7 +706,7 @@ def _fit(run, bundle, operator, artifact, notes, out: Path, ckpt_path, resume: b
     for note in notes:
         print(f"note: {note}")
     if _is_rank_zero():
-        if overwrite and not resume:
+        if (overwrite and not resume) or (ckpt_path is None and _never_checkpointed(out)):
             _clear_run(out)
         out.mkdir(parents=True, exist_ok=True)
         atomic_write_text(out / "config.yaml", yaml.safe_dump(run.raw, sort_keys=False))
@@ -710,7 +773,7 @@ def _fit(run, bundle, operator, artifact, notes, out: Path, ckpt_path, resume: b
         "best_checkpoint": str(Path(best_path).resolve().relative_to(out.resolve())) if best_path else None,
     }
     if trainer.is_global_zero:
-        module.to("cpu")
+        module.to("cpu", torch.float32)  # as opformer.load gives it (a 64-true run's float64 weights too)
         predictor = Predictor(module.operator, artifact, run.task, run.options)
         write_plots(predictor, bundle.datasets["test"], out, t.plot_samples, f"{run.name}: test samples")
         metrics["plots"] = sorted(str(p.relative_to(out)) for p in (out / "plots").glob("*.png"))
