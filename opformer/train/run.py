@@ -293,6 +293,22 @@ class _IndexBatches(BatchSampler):
         yield from batches
 
 
+def _draw_like_one_process() -> None:
+    """The draw from torch's generator that a loader without worker processes makes at every pass (its iterator's
+    seed): loaders with workers seed them from a generator of their own and make it here instead, so that the
+    dropout masks, and the run, do not depend on --num-workers."""
+    torch.empty((), dtype=torch.int64).random_()
+
+
+class _EvalLoader(DataLoader):
+    """A validation or test loader whose passes draw from torch's generator as without worker processes."""
+
+    def __iter__(self):
+        if self.num_workers > 0:
+            _draw_like_one_process()
+        return super().__iter__()
+
+
 class _TrainLoader(DataLoader):
     """The training loader, resumable in the middle of an epoch: its ``state_dict`` (Lightning saves it in every
     checkpoint) is the epoch and the number of its batches the run has trained on, and after ``load_state_dict`` the
@@ -319,6 +335,8 @@ class _TrainLoader(DataLoader):
             self.batches.set_epoch(int(state["epoch"]))
 
     def __iter__(self):
+        if self.num_workers > 0 and not int((self.batches.resume or {}).get("batches", 0)) > 0:
+            _draw_like_one_process()
         if self.generator is None and int((self.batches.resume or {}).get("batches", 0)) > 0:
             # a pass that resumes inside an epoch: its iterator draws its seed from a generator of its own, not from
             # torch's, which the checkpoint restored as it was after the last step (the uninterrupted run drew this
@@ -448,8 +466,8 @@ class _DataModule(L.LightningDataModule):
                    "generator": torch.Generator().manual_seed(t.seed) if t.num_workers > 0 else None}
         if not shuffle:
             if has_batch(ds):
-                return DataLoader(_WholeBatches(ds), batch_size=None, sampler=batches, **workers)
-            return DataLoader(ds, batch_sampler=batches, **workers)
+                return _EvalLoader(_WholeBatches(ds), batch_size=None, sampler=batches, **workers)
+            return _EvalLoader(ds, batch_sampler=batches, **workers)
         resumable = {"batches": batches, "progress": self._train_progress}
         if on_device is not None:  # gathered on the device: nothing to pin, copy or hand to worker processes
             return _TrainLoader(_WholeBatches(on_device), batch_size=None, sampler=batches, **resumable)

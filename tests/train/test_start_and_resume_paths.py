@@ -165,3 +165,11 @@ def test_a_yaml_file_with_its_own_data_reads_like_the_data_flag(tmp_path, monkey
     assert Path(run.data.path).resolve() == (tmp_path / "cfg" / "mine.npz").resolve()
     flag = resolve(apply_overrides(load_preset("burgers-gt"), {"data.path": "x.npz"})[0])
     assert (flag.data.resolution, flag.data.n_test) == (run.data.resolution, run.data.n_test)
+
+
+def test_worker_processes_do_not_change_the_run(tiny_config, tmp_path):
+    """--num-workers is a speed setting: the loaders with worker processes draw from torch's generator at every pass
+    as those without do, so the dropout masks and the metrics are the same (before: a different result)."""
+    a = train(_cfg(tiny_config, epochs=2), tmp_path / "w0", progress=False)
+    b = train(_cfg(tiny_config, epochs=2, num_workers=2), tmp_path / "w2", progress=False)
+    assert (a["val_rel_l2"], a["test_rel_l2"]) == (b["val_rel_l2"], b["test_rel_l2"])
