@@ -793,8 +793,8 @@ def _fit(run, bundle, operator, artifact, notes, out: Path, ckpt_path, resume: b
     if trainer.is_global_zero:
         module.to("cpu", torch.float32)  # as opformer.load gives it (a 64-true run's float64 weights too)
         predictor = Predictor(module.operator, artifact, run.task, run.options)
-        write_plots(predictor, bundle.datasets["test"], out, t.plot_samples, f"{run.name}: test samples")
-        metrics["plots"] = sorted(str(p.relative_to(out)) for p in (out / "plots").glob("*.png"))
+        plots = write_plots(predictor, bundle.datasets["test"], out, t.plot_samples, f"{run.name}: test samples")
+        metrics["plots"] = sorted(str(p.relative_to(out)) for p in plots)
         atomic_write_text(out / "metrics.json", json.dumps(metrics, indent=2))
     return metrics
 
@@ -855,18 +855,22 @@ def _keep_csv_history(logs: Path) -> None:
         os.replace(csv_path, logs / f"metrics-{k}.csv")
 
 
-def write_plots(predictor: Predictor, ds, out: Path, k: int, title: str, curves: bool = True) -> None:
-    """The prediction plot of the first ``k`` samples of ``ds`` and (for a run directory) the training curves."""
+def write_plots(predictor: Predictor, ds, out: Path, k: int, title: str, curves: bool = True) -> list[Path]:
+    """The prediction plot of the first ``k`` samples of ``ds`` and (for a run directory) the training curves;
+    returns the files written (other files in ``out/plots`` are the user's)."""
     k = min(k, len(ds))
+    written = []
     if k > 0:
         sub = torch.utils.data.Subset(ds, range(k))
         preds, errs = predictor.evaluate(sub)
         batch = stack_samples(ds, range(k))
-        plot_predictions(out / "plots" / "predictions.png", batch["input"].numpy(), batch["target"].numpy(), preds,
-                         predictor.task.plot_labels, errs.tolist(), title)
+        written.append(plot_predictions(out / "plots" / "predictions.png", batch["input"].numpy(),
+                                        batch["target"].numpy(), preds, predictor.task.plot_labels, errs.tolist(),
+                                        title))
     lines = read_run_history(out / "logs") if curves else {}
     if lines:
-        plot_curves(out / "plots" / "training_curves.png", lines, title.split(":")[0])
+        written.append(plot_curves(out / "plots" / "training_curves.png", lines, title.split(":")[0]))
+    return [Path(p) for p in written]
 
 
 def _test_set(predictor: Predictor, data: Optional[str], keys, resolution: Optional[int]):
@@ -941,9 +945,9 @@ def evaluate(checkpoint, *, data: Optional[str] = None, keys=None, resolution: O
         "seconds": round(time.perf_counter() - started, 2),
         "version": __version__,
     }
-    write_plots(predictor, test, out, plot_samples, f"{predictor.artifact.get('run', 'model')} on {grid}",
-                curves=False)
-    metrics["plots"] = sorted(str(p) for p in (out / "plots").glob("predictions*.png"))
+    plots = write_plots(predictor, test, out, plot_samples, f"{predictor.artifact.get('run', 'model')} on {grid}",
+                        curves=False)
+    metrics["plots"] = sorted(str(p) for p in plots)
     atomic_write_text(out / "metrics.json", json.dumps(metrics, indent=2))
     return metrics
 

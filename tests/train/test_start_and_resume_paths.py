@@ -173,3 +173,12 @@ def test_worker_processes_do_not_change_the_run(tiny_config, tmp_path):
     a = train(_cfg(tiny_config, epochs=2), tmp_path / "w0", progress=False)
     b = train(_cfg(tiny_config, epochs=2, num_workers=2), tmp_path / "w2", progress=False)
     assert (a["val_rel_l2"], a["test_rel_l2"]) == (b["val_rel_l2"], b["test_rel_l2"])
+
+
+def test_the_run_lists_only_the_plots_it_wrote(tiny_config, tmp_path):
+    """A user's own picture in the output folder's plots/ stays, and is not listed as one of the run's plots."""
+    (tmp_path / "run" / "plots").mkdir(parents=True)
+    (tmp_path / "run" / "plots" / "mine.png").write_bytes(b"not ours")
+    m = train(_cfg(tiny_config, epochs=1), tmp_path / "run", progress=False)
+    assert m["plots"] == ["plots/predictions.png", "plots/training_curves.png"]
+    assert (tmp_path / "run" / "plots" / "mine.png").read_bytes() == b"not ours"
