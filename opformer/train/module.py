@@ -260,11 +260,12 @@ class OperatorModule(L.LightningModule):
             self._best_val = val
         if self._above(mean, best_loss, 4):
             self._recover(mean, f"the mean training loss of epoch {self.current_epoch}, {mean:.4g}, "
-                          f"is over {self.train_cfg.divergence_factor / 4:g}x the best epoch's {best_loss:.3g}")
+                          f"is over {self.train_cfg.divergence_factor / 4:g}x the lowest epoch mean so far "
+                          f"({best_loss:.3g})", epoch_rule=True)
         elif collapsed:
             self._recover(mean, f"the validation error of epoch {self.current_epoch}, {val:.4g}, is "
                           f"that of predicting the mean field ({self._mean_field_err:.4g}) after {best_val:.3g}: the "
-                          "model collapsed to the mean")
+                          "model collapsed to the mean", epoch_rule=True)
         elif best_loss is None or mean < best_loss:
             self._best_epoch_loss = mean
 
@@ -461,10 +462,11 @@ class OperatorModule(L.LightningModule):
         pending, self._pending = self._pending, None
         return pending is None or self._accept(pending)
 
-    def _recover(self, value: float, why: Optional[str] = None, at: Optional[tuple[int, int]] = None) -> bool:
+    def _recover(self, value: float, why: Optional[str] = None, at: Optional[tuple[int, int]] = None,
+                 epoch_rule: bool = False) -> bool:
         """After a non-finite or blown-up loss (``why`` says which when given): go back to the last good state (that
         of the start of the last epoch that did not blow up) with half the learning rate, while retries are left
-        (True); False when none are left."""
+        (True); False when none are left.  ``epoch_rule``: ``why`` names the epoch itself (no step is added)."""
         if self._retries_used >= self.train_cfg.divergence_retries or self._good_state is None:
             return False
         self._retries_used += 1
@@ -489,7 +491,8 @@ class OperatorModule(L.LightningModule):
         else:
             head = f"loss {value}"
         epoch, step = at if at is not None else (self.current_epoch, self.global_step)
-        msg = (f"{head} at epoch {epoch} (step {step}): restored the state of "
+        where = "" if epoch_rule else f" at epoch {epoch} (step {step})"
+        msg = (f"{head}{where}: restored the state of "
                f"the start of epoch {good_epoch} and halved the learning rate (peak now {peak:.3g}; retry "
                f"{self._retries_used} of {self.train_cfg.divergence_retries})")
         self.divergence_log.append(msg)

@@ -273,6 +273,7 @@ def test_a_diverged_step_restores_the_epoch_start_and_halves_the_learning_rate(t
     m = train(_cfg(tiny_config, epochs=5), tmp_path / "slow", progress=False)
     assert m["lr_halvings"] == 1, m["divergence_notes"]
     assert m["divergence_notes"][0].startswith("the mean training loss of epoch 3")
+    assert "x the lowest epoch mean so far (" in m["divergence_notes"][0] and "(step" not in m["divergence_notes"][0]
     assert "restored the state of the start of epoch 3" in m["divergence_notes"][0]
 
     calls["n"] = 0
@@ -438,7 +439,7 @@ def test_a_collapse_to_the_mean_is_restored_from(tiny_config, tmp_path, monkeypa
     m = train(_cfg(tiny_config, epochs=5), tmp_path / "collapse", progress=False)
     assert m["lr_halvings"] == 1, m["divergence_notes"]
     note = m["divergence_notes"][0]
-    assert note.startswith("the validation error of epoch 3") and "collapsed to the mean" in note, note
+    assert note.startswith("the validation error of epoch 3") and "collapsed to the mean: restored" in note, note
     assert "restored the state of the start of epoch 3" in note
     assert m["val_rel_l2"] < 0.75 * float(note.split("mean field (")[1].split(")")[0])
 
