@@ -28,7 +28,7 @@ from ..data.readers import safe_torch_load
 from .base import Bundle, Operator, Task, get_task, grid_coords, options_from
 from .losses import rel_l2
 
-__all__ = ["FORMAT", "LoadError", "Predictor", "load", "make_artifact", "read_checkpoint"]
+__all__ = ["FORMAT", "LoadError", "Predictor", "check_save_directory", "load", "make_artifact", "read_checkpoint"]
 
 FORMAT = "opformer-model/1"
 
@@ -68,6 +68,32 @@ def build_operator(artifact: dict) -> tuple[Operator, Task, object]:
     return operator, task, task.inference_options(options, artifact.get("info") or {})
 
 
+def _not_a_checkpoint(path: Path) -> Optional[tuple[str, bool]]:
+    """What ``path`` is when torch.save did not write it whole: (a description, whether it is a damaged checkpoint,
+    i.e. a zip archive cut off or corrupted); None for a file that looks like torch.save's."""
+    import zipfile
+
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(2)
+    except OSError as exc:
+        raise LoadError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    if not head:
+        return "an empty file", False
+    if head == b"PK":  # a zip archive: torch.save's format holds NAME/data.pkl
+        try:
+            with zipfile.ZipFile(path) as archive:
+                names = archive.namelist()
+        except (zipfile.BadZipFile, OSError, ValueError):
+            return "cut off or damaged", True
+        if not any(n.endswith("/data.pkl") for n in names):
+            return "a zip archive that torch.save did not write, such as a .npz data file", False
+        return None
+    if head[0] == 0x80:  # a pickle: torch.save's older format
+        return None
+    return "a file that torch.save did not write", False
+
+
 def read_checkpoint(path: Union[str, os.PathLike]) -> dict:
     """``torch.load(path, weights_only=True)`` with errors in the user's terms (a pickled object is refused)."""
     path = Path(path)
@@ -75,6 +101,9 @@ def read_checkpoint(path: Union[str, os.PathLike]) -> dict:
         raise LoadError(f"{path}: no such file or directory")
     if path.is_dir():
         raise LoadError(f"{path}: is a directory without config.json and model.safetensors")
+    problem = _not_a_checkpoint(path)
+    if problem is not None:
+        raise LoadError(f"{path}: not a readable checkpoint ({problem[0]})")
     ck = safe_torch_load(path, LoadError, unreadable="not a readable checkpoint",
                          refused="refused: the file holds pickled objects that would run code when loaded; "
                                  "opformer only loads plain tensors")
@@ -208,12 +237,32 @@ class Predictor:
             self._noted.add(text)
             warnings.warn(text, OpformerWarning, stacklevel=_caller_level())
 
+    def _name(self) -> str:
+        """The model as the user knows it: its run's preset and its model name (``burgers-gt (transformer1d)``)."""
+        model, run = self.artifact["model"].get("name", "model"), self.artifact.get("run")
+        return f"{run} ({model})" if run and run != model else str(model)
+
+    def _check_channels(self, shape, xin: torch.Tensor, frames: int = 1) -> None:
+        """Refuse inputs (the user's array of ``shape``, as the model's ``xin``) whose channels the model does not
+        take, naming the shape it does (``frames``: snapshots stacked into the channels by a history rollout)."""
+        model = getattr(self.operator, "model", None)
+        expected = getattr(getattr(model, "config", None), "in_channels", None)
+        if expected is None or xin.shape[-1] * frames == expected:
+            return
+        c = expected // frames
+        grid = ", ".join(["n"] if self.task.dim == 1 else ["H", "W"])
+        head = "samples, " + ("" if frames == 1 else f"{frames}, ")
+        shapes = f"({head}{grid}) or ({head}{grid}, 1)" if c == 1 else f"({head}{grid}, {c})"
+        raise ConfigError(f"the {self._name()} model takes inputs of shape {shapes}, got {tuple(shape)}")
+
     def _run(self, input, coords, lead_time):
         try:
             return self.operator(input.to(self.device), coords.to(self.device), lead_time)
         except ValueError as exc:  # the model's own input checks (a grid smaller than its patches, ...)
             grid = "x".join(map(str, input.shape[1:-1]))
-            raise ConfigError(f"this model cannot predict on the {grid} grid of these inputs: {exc} (it was "
+            network = type(getattr(self.operator, "model", self.operator)).__name__
+            why = str(exc).replace(network, f"the {self._name()} model")
+            raise ConfigError(f"this model cannot predict on the {grid} grid of these inputs: {why} (it was "
                               f"trained on {'x'.join(map(str, self.artifact['input_grid']))})") from None
 
     @property
@@ -245,6 +294,7 @@ class Predictor:
         x = inputs.detach().cpu().numpy() if as_torch else np.asarray(inputs)
         squeeze = x.ndim == self.task.dim + 1
         xin, c = self.task.inputs_from_array(x, self.grid)
+        self._check_channels(x.shape, xin)
         if coords is not None:
             c = torch.as_tensor(np.asarray(coords), dtype=torch.float32)
             if c.dim() == xin.dim() - 1:
@@ -295,6 +345,7 @@ class Predictor:
         x = u0.detach().cpu().numpy() if as_torch else np.asarray(u0)
         squeeze = x.ndim == self.task.dim + 1
         xin, c = self.task.inputs_from_array(x, self.grid)
+        self._check_channels(x.shape, xin)
         # a model that runs on its training grid rolls out there: the state is interpolated once, not at every step
         grid = tuple(xin.shape[1:-1])
         on_trained = self.runs_on_training_grid(grid)
@@ -343,6 +394,7 @@ class Predictor:
             raise SettingError(f"times must be multiples of the step {step:g} for a model with history {h}",
                                f"--times must be multiples of the step {step:g} for a model with --history {h}")
         frames = [self.task.inputs_from_array(x[:, k], self.grid) for k in range(h)]
+        self._check_channels(x.shape, frames[0][0], frames=h)
         coords = frames[0][1]
         window = torch.cat([f[0] for f in frames], dim=-1)
         grid = tuple(window.shape[1:-1])
@@ -379,15 +431,60 @@ class Predictor:
         return torch.cat(preds).numpy(), torch.cat(errs).numpy()
 
     def save_pretrained(self, directory: Union[str, os.PathLike]) -> Path:
-        """Write ``config.json`` and ``model.safetensors`` into ``directory`` (each file atomically)."""
+        """Write ``config.json`` and ``model.safetensors`` into ``directory`` (each file atomically): a new or empty
+        directory, or one that holds a model saved here before (which is replaced); any other directory is refused
+        (see :func:`check_save_directory`)."""
         from safetensors.torch import save
 
-        directory = Path(directory)
+        directory = check_save_directory(directory)
         directory.mkdir(parents=True, exist_ok=True)
         state = {k: v.detach().cpu().contiguous() for k, v in self.operator.state_dict().items()}
         atomic_write_bytes(directory / "model.safetensors", save(state, metadata={"format": FORMAT}))
         atomic_write_text(directory / "config.json", json.dumps(self.artifact, indent=2))
         return directory
+
+
+def _saved_here(path: Path) -> bool:
+    """Whether ``path`` (config.json or model.safetensors) was written by :meth:`Predictor.save_pretrained`."""
+    try:
+        if path.name == "config.json":
+            return json.loads(path.read_text()).get("format") == FORMAT
+        from safetensors import safe_open
+
+        with safe_open(str(path), "pt") as fh:
+            return (fh.metadata() or {}).get("format") == FORMAT
+    except Exception:  # noqa: BLE001 - unreadable, not JSON, not safetensors: not ours
+        return False
+
+
+def check_save_directory(directory: Union[str, os.PathLike]) -> Path:
+    """``directory`` as a :class:`Path` if :meth:`Predictor.save_pretrained` may write there: a new or empty
+    directory, or one holding only a model it saved before; else a :class:`~opformer.config.SettingError` (the
+    user's own files, a file in its place, a place that cannot be written)."""
+    directory = Path(directory)
+
+    def refuse(problem: str):
+        return SettingError(f"save_pretrained: {directory} {problem}", f"--save-pretrained {directory} {problem}")
+
+    if directory.exists() and not directory.is_dir():
+        raise refuse("is a file, not a directory")
+    base = directory
+    while not base.exists() and base != base.parent:
+        base = base.parent
+    if not base.is_dir():
+        raise refuse(f"cannot be made: {base} is a file")
+    if not os.access(base, os.W_OK | os.X_OK):
+        raise refuse(f"cannot be written ({base}: permission denied)")
+    if directory.is_dir():
+        names = ("config.json", "model.safetensors")
+        entries = [p for p in directory.iterdir()  # a temporary file an interrupted save left is no one's
+                   if not (p.name.endswith(".tmp") and p.name.startswith(tuple(f".{n}." for n in names)))]
+        others = sorted(p.name for p in entries if p.name not in names or not p.is_file() or not _saved_here(p))
+        if others:
+            shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
+            raise refuse(f"holds files that are not a model saved by save_pretrained ({shown}); give a new or "
+                         "empty directory")
+    return directory
 
 
 def _check_artifact(artifact, where: Path) -> dict:
@@ -439,6 +536,10 @@ def load(path: Union[str, os.PathLike], device: Optional[Union[str, torch.device
             raise LoadError(f"{weights}: not a readable safetensors file ({exc})") from None
         run_config = None
     else:
+        problem = _not_a_checkpoint(path)
+        if problem is not None and not problem[1]:
+            raise LoadError(f"{path} is not a model ({problem[0]}): expected a .ckpt checkpoint, a training's run "
+                            "directory or a save_pretrained directory")
         ck = read_checkpoint(path)
         artifact = _check_artifact(ck.get("opformer"), path)
         run_config = ck.get("run_config")

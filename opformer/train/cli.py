@@ -63,10 +63,13 @@ def register(sub) -> None:
     e.add_argument("--data", help="data file: all its samples are the test set (default: the run's test split)")
     e.add_argument("--keys", help="input and target array names, INPUT,TARGET (default: the training keys)")
     e.add_argument("--resolution", type=int, help="evaluation grid, a stride of the stored one (e.g. 2048)")
-    e.add_argument("--batch-size", type=int, default=32)
+    e.add_argument("--batch-size", type=int, default=32, help="samples per batch, >= 1 (default 32)")
     _add_resample(e)
-    e.add_argument("--out", help="output directory (default: RUN/eval-GRID, RUN/eval-FILE-GRID with --data; "
-                                      "./eval-NAME-[FILE-]GRID for a bundled model)")
+    e.add_argument("--out", help="output directory for metrics.json and plots/predictions.png (default: "
+                                 "RUN/eval-GRID, RUN/eval-FILE-GRID with --data, FILE with its extension; "
+                                 "./eval-NAME-[FILE-]GRID for a bundled model; -resample-RESAMPLE added unless "
+                                 "auto); a previous eval's output there is replaced, a directory holding a training "
+                                 "run or another metrics.json is refused")
     e.set_defaults(func=_eval)
 
     q = sub.add_parser("predict", help="write a trained model's predictions for a data file")
@@ -75,11 +78,14 @@ def register(sub) -> None:
     q.add_argument("--data", required=True, help="data file with the inputs (and targets, for per-sample errors)")
     q.add_argument("--keys", help="INPUT[,TARGET] array names (default: the training keys)")
     q.add_argument("--resolution", type=int, help="predict on a stride of the stored grid")
-    q.add_argument("--batch-size", type=int, default=32)
+    q.add_argument("--batch-size", type=int, default=32, help="samples per batch, >= 1 (default 32)")
     _add_resample(q)
-    q.add_argument("--out", required=True, help="output .npz: prediction, and rel_l2 per sample with targets")
+    q.add_argument("--out", required=True, help="output .npz: prediction, in the layout of the file's target array "
+                                                "(else of its inputs), and rel_l2 per sample with targets (a previous "
+                                                "prediction file there is replaced, any other file refused)")
     q.add_argument("--save-pretrained", metavar="DIR",
-                   help="also write the model as DIR/config.json + DIR/model.safetensors")
+                   help="also write the model as DIR/config.json + DIR/model.safetensors (DIR: new, empty or a "
+                        "model saved before, which is replaced)")
     q.set_defaults(func=_predict)
 
 
@@ -159,7 +165,9 @@ def _print_config(run, explicit, preset: str) -> int:
     except _errors() as exc:
         return _fail(exc)
     print("\n".join(head))
-    print(yaml.safe_dump(run.raw, sort_keys=False))
+    from .run import absolute_data_paths
+
+    print(yaml.safe_dump(absolute_data_paths(run.raw), sort_keys=False))  # the files found from any folder
     return 0
 
 
@@ -363,12 +371,41 @@ def _keys(text):
     return None if text is None else [k.strip() for k in text.split(",") if k.strip()]
 
 
+def _foreign_eval_out(out: Path):
+    """Why ``opformer eval`` may not write into ``out``, or None: it holds a training run, or a metrics.json or
+    plots/predictions.png that no earlier eval wrote (an earlier eval's output is replaced)."""
+    import json
+
+    if not out.is_dir():
+        return None  # a new directory (a file there is refused when the evaluation starts)
+    held = [name for name in ("config.yaml", "checkpoints") if (out / name).exists()]
+    if held:
+        return f"holds a training run ({', '.join(held)})"
+    metrics = out / "metrics.json"
+    if metrics.exists():
+        try:
+            m = json.loads(metrics.read_text())
+        except (OSError, ValueError):
+            m = None
+        if not (isinstance(m, dict) and "checkpoint" in m and "n_test" in m and "epochs" not in m):
+            return "holds a metrics.json that opformer eval did not write"
+    elif (out / "plots" / "predictions.png").exists():
+        return "holds a plots/predictions.png that opformer eval did not write"
+    return None
+
+
 def _eval(args: argparse.Namespace) -> int:
     from ..allocator import keep_freed_memory
     from ..tasks.pretrained import check_error, pretrained_card, pretrained_path
     from .run import evaluate
 
     keep_freed_memory()  # batch after batch of the same size: no page faults (opformer/allocator.py)
+    if args.batch_size < 1:
+        return _fail(f"--batch-size must be >= 1, got {args.batch_size}")
+    if args.out is not None:
+        foreign = _foreign_eval_out(Path(args.out))
+        if foreign is not None:
+            return _fail(f"--out {args.out} {foreign}: its files would be replaced; give another directory")
 
     if args.data is None and not Path(args.model).exists() and pretrained_path(args.model) is not None:
         # a bundled model without --data: its recorded test samples, regenerated from their recipe
@@ -397,6 +434,32 @@ def _predict(args: argparse.Namespace) -> int:
     from .run import predict
 
     keep_freed_memory()
+    if args.batch_size < 1:
+        return _fail(f"--batch-size must be >= 1, got {args.batch_size}")
+    out = Path(args.out)
+    if out.is_file():  # replaced only when an earlier predict wrote it
+        import numpy as np
+
+        if Path(args.data).is_file() and out.resolve() == Path(args.data).resolve():
+            return _fail(f"--out {out} is the --data file; give a new file name")
+        try:
+            with np.load(out) as held:
+                names = set(held.files)
+        except Exception:  # noqa: BLE001 - not a readable .npz: not a prediction file
+            names = set()
+        if not names or not names <= {"prediction", "rel_l2"}:
+            return _fail(f"--out {out} exists and is not a prediction file of opformer predict; give a new file "
+                         "name")
+    if args.save_pretrained:
+        from ..tasks.artifact import check_save_directory
+
+        try:
+            saved = check_save_directory(args.save_pretrained).resolve()
+        except _errors() as exc:
+            return _fail(exc)
+        if saved == out.resolve() or saved in out.resolve().parents:
+            return _fail(f"--out {out} is inside --save-pretrained {args.save_pretrained}, which holds only the "
+                         "model; give another --out")
 
     try:
         with _one_line_warnings():

@@ -30,10 +30,11 @@ def register(sub) -> None:
     r.add_argument("--mode", default="direct", choices=("direct", "autoregressive", "mixed"))
     r.add_argument("--step", type=float, help="autoregressive step (default: the training snapshot spacing)")
     r.add_argument("--times", help="comma-separated times t - t_0 (default: the file's snapshot times)")
-    r.add_argument("--samples", type=int, help="use the first N trajectories of the file (default: all)")
+    r.add_argument("--samples", type=int, help="use the first N >= 1 trajectories of the file (default: all)")
     r.add_argument("--show", type=int, default=0, help="trajectory shown in the panels and the GIF (default 0)")
-    r.add_argument("--out", help="output directory (default: RUN/rollout-MODE): rollout.json, rollout.csv, "
-                                 "predictions.npz and plots/")
+    r.add_argument("--out", help="output directory (default: RUN/rollout-MODE on the run's own data file, "
+                                 "RUN/rollout-FILE-MODE on another; -resample-RESAMPLE added unless auto): "
+                                 "rollout.json, rollout.csv, predictions.npz and plots/")
     _add_resample(r)
     r.set_defaults(func=_run)
 
@@ -67,11 +68,14 @@ def _run(args) -> int:
 def rollout_file(model, *, data, mode="direct", step: Optional[float] = None, times=None, out=None, key=None,
                  samples: Optional[int] = None, show: int = 0, resample: str = "auto") -> dict:
     """Roll ``model`` out on the trajectories of ``data``; writes the errors and plots into ``out``."""
-    from ..config import ConfigError
+    from ..config import ConfigError, SettingError
     from ..data.readers import open_source
     from ..tasks.artifact import load
     from ..tasks.trajectories import rollout_times
 
+    for name, value, least in (("samples", samples, 1), ("show", show, 0)):
+        if value is not None and value < least:
+            raise SettingError(f"{name} must be >= {least}, got {value}", f"--{name} must be >= {least}, got {value}")
     if out is not None:  # checked before the model is loaded and the data read (a file there is refused too)
         from .run import _check_writable
 
@@ -112,7 +116,9 @@ def rollout_file(model, *, data, mode="direct", step: Optional[float] = None, ti
                                                                                       axis=1).clip(1e-12))))
     horizon = float(info.get("max_lead", rel[-1]))
     known = [e for e in errors if e is not None]
-    out = out if out is not None else _default_out(Path(model), mode)
+    if out is None:
+        own = which == _OWN_TEST_TRAJECTORIES
+        out = _default_out(Path(model), mode, None if own else Path(str(data)), resample)
     (out / "plots").mkdir(parents=True, exist_ok=True)
     with replacing(out / "predictions.npz", "wb") as fh:  # the predicted fields, for the user's own analysis
         np.savez(fh, prediction=np.asarray(pred, dtype=np.float32), times=np.asarray(want, dtype=np.float64),
@@ -134,6 +140,9 @@ def rollout_file(model, *, data, mode="direct", step: Optional[float] = None, ti
     return metrics
 
 
+_OWN_TEST_TRAJECTORIES = "the run's test trajectories"  # what _trajectories calls the run's own file's test split
+
+
 def _trajectories(run: Optional[dict], data: Path, n_file: int) -> tuple[np.ndarray, str]:
     """The trajectories to roll out: the run's own test trajectories when ``data`` is the file the model was trained
     on (``run``: the training run's config, so that no training trajectory is scored), else all of the file."""
@@ -143,7 +152,7 @@ def _trajectories(run: Optional[dict], data: Path, n_file: int) -> tuple[np.ndar
     if d.get("path") and not d.get("test_path") and Path(d["path"]).resolve() == data.resolve():
         split = make_splits(n_file, None, n_train=d.get("n_train"), n_val=d.get("n_val", 0.1),
                             n_test=d.get("n_test"), train_pool=d.get("train_pool"))
-        return split["test"], "the run's test trajectories"
+        return split["test"], _OWN_TEST_TRAJECTORIES
     return np.arange(n_file), "all trajectories of the file"
 
 
@@ -151,10 +160,13 @@ def _mean(values):
     return float(np.mean(values)) if values else None
 
 
-def _default_out(model: Path, mode: str) -> Path:
+def _default_out(model: Path, mode: str, data: Optional[Path] = None, resample: str = "auto") -> Path:
+    """RUN/rollout-MODE on the run's own trajectory file, RUN/rollout-FILE-MODE on another (``data``: its path, the
+    file name with its extension, so that ns.h5 and ns.npz differ), with -resample-RESAMPLE unless it is auto."""
     base = model.parent.parent if model.is_file() and model.parent.name == "checkpoints" else (
         model if model.is_dir() else model.parent)
-    return base / f"rollout-{mode}"
+    name = "" if data is None else "".join(ch for ch in data.name if ch not in "*?[]") + "-"
+    return base / (f"rollout-{name}{mode}" + ("" if resample == "auto" else f"-resample-{resample}"))
 
 
 def _plots(folder: Path, predictor, times, errors, horizon, mode, truth, pred, truth_idx) -> None:

@@ -925,13 +925,15 @@ def evaluate(checkpoint, *, data: Optional[str] = None, keys=None, resolution: O
     _, errs = predictor.evaluate(test, batch_size)
     grid = "x".join(map(str, bundle.input_grid))
     if out is None:
-        # RUN/eval-GRID for the run's own test split, RUN/eval-FILE-GRID for another file; a bundled model (a name,
-        # not a path) writes into the working directory, under its name
+        # RUN/eval-GRID for the run's own test split, RUN/eval-FILE-GRID for another file (its name with the
+        # extension: d.mat and d.npz differ), -resample-RESAMPLE unless auto; a bundled model (a name, not a path)
+        # writes into the working directory, under its name
         on_disk = checkpoint.exists()
         base = checkpoint.parent.parent if checkpoint.is_file() and checkpoint.parent.name == "checkpoints" else (
             checkpoint if checkpoint.is_dir() else (checkpoint.parent if on_disk else Path(".")))
-        stem = "" if data is None else f"{Path(str(data)).stem.replace('*', '')}-"
-        out = base / (f"eval-{stem}{grid}" if on_disk else f"eval-{checkpoint.name}-{stem}{grid}")
+        name = "" if data is None else "".join(ch for ch in Path(str(data)).name if ch not in "*?[]") + "-"
+        grid_name = grid + ("" if resample == "auto" else f"-resample-{resample}")
+        out = base / (f"eval-{name}{grid_name}" if on_disk else f"eval-{checkpoint.name}-{name}{grid_name}")
         _check_writable(out, error=ConfigError)
     out.mkdir(parents=True, exist_ok=True)
     metrics = {
@@ -984,7 +986,10 @@ def predict(model, *, data: str, out, keys=None, resolution: Optional[int] = Non
     if has_target:
         bundle, _ = _test_set(predictor, data, keys, resolution)
         preds, errs = predictor.evaluate(bundle.datasets["test"], batch_size)
-        arrays = {"prediction": preds[..., 0] if preds.shape[-1] == 1 else preds, "rel_l2": errs}
+        # the layout of the file's target array: a channel axis of size 1 only where it has one (as Predictor.predict
+        # keeps the layout of its inputs)
+        channels = len(open_source(data, keys).shapes[keys[1]]) > predictor.task.dim + 1
+        arrays = {"prediction": preds[..., 0] if preds.shape[-1] == 1 and not channels else preds, "rel_l2": errs}
         summary.update(n=len(errs), test_rel_l2=float(np.mean(errs)))
     else:
         src = open_source(data, keys[:1])

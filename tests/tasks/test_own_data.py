@@ -153,10 +153,12 @@ def test_predict_writes_what_eval_measures(own_run, own_file, tmp_path, capsys):
     ev = json.loads((tmp_path / "ev" / "metrics.json").read_text())
     assert main(["predict", str(ck), "--data", str(own_file), "--out", str(tmp_path / "p.npz")]) == 0
     with np.load(tmp_path / "p.npz") as p:
-        assert p["prediction"].shape == (80, 64) and p["rel_l2"].shape == (80,)
+        # the layout of the file's target array (80, 64, 1), as model.predict keeps that of its inputs
+        assert p["prediction"].shape == (80, 64, 1) and p["rel_l2"].shape == (80,)
         assert float(np.mean(p["rel_l2"])) == pytest.approx(ev["test_rel_l2"], rel=1e-12)
         with np.load(own_file) as f:
-            direct = np.linalg.norm(p["prediction"] - f["y"][..., 0], axis=1) / np.linalg.norm(f["y"][..., 0], axis=1)
+            y = f["y"][..., 0]
+            direct = np.linalg.norm(p["prediction"][..., 0] - y, axis=1) / np.linalg.norm(y, axis=1)
         assert np.allclose(direct, p["rel_l2"], rtol=1e-5)
     assert ev["n_test"] == 80  # every sample of the file is a test sample
 
@@ -269,7 +271,7 @@ def test_broken_data_files_and_outputs_under_a_file_are_one_line_errors(own_run,
 def test_eval_names_its_directory_after_the_file_and_data_info_lists_arrays(own_run, own_file, tmp_path, capsys):
     ck = own_run / "checkpoints" / "best.ckpt"
     assert main(["eval", str(ck), "--data", str(own_file)]) == 0
-    m = json.loads((own_run / "eval-mine-64" / "metrics.json").read_text())  # not the run's own eval-64
+    m = json.loads((own_run / "eval-mine.npz-64" / "metrics.json").read_text())  # not the run's own eval-64
     assert m["n_test"] == 80 and m["resampled_to_training_grid"] is False
     capsys.readouterr()
     assert main(["data", "info", str(own_file)]) == 0

@@ -583,7 +583,9 @@ def test_darcy_solutions_of_the_wrong_sign_are_named_when_training_starts(tmp_pa
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             prepare_run(cfg, frozenset(explicit), progress=False)
-        return [str(w.message) for w in caught if str(w.message).startswith("data:")]
+        # (4 training samples of a two-valued coefficient also agree at some grid points: that warning is left out)
+        return [str(w.message) for w in caught if str(w.message).startswith("data:")
+                and "the input is the same" not in str(w.message)]
 
     for preset, extra in (("darcy-fno-cpu", {}), ("darcy-inverse-fno-cpu", {"noise": 0.01})):
         lines = data_warnings(preset, path, **extra)

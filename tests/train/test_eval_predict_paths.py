@@ -1,0 +1,254 @@
+"""Where eval, predict, rollout and save_pretrained write: never over a training run or the user's own files, into
+distinct default directories for distinct inputs, their arguments checked before anything is written; and a file
+that is not a model, or inputs a model does not take, told in the user's terms."""
+
+import hashlib
+import json
+import pathlib
+import shutil
+
+import h5py
+import numpy as np
+import pytest
+import torch
+import yaml
+
+import opformer
+from opformer.cli import main
+from opformer.config import ConfigError
+from opformer.train.config import apply_overrides, load_preset
+from opformer.train.run import prepare_run
+
+from .conftest import TINY_MODEL
+
+
+def _tree(root: pathlib.Path) -> dict:
+    return {str(p.relative_to(root)): hashlib.sha1(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _one_line_error(err: str) -> str:
+    lines = [ln for ln in err.splitlines() if ln.strip() and not ln.startswith("opformer: warning:")]
+    assert len(lines) == 1 and lines[0].startswith("opformer: error: "), err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+def _run_dir(cfg: dict, out: pathlib.Path) -> pathlib.Path:
+    """A run directory as a training leaves it (config.yaml, checkpoints/best.ckpt, metrics.json, plots/) holding
+    the untrained model of ``cfg``: all that eval, predict and rollout read, without the training."""
+    run, _, operator, artifact, _ = prepare_run(cfg)
+    artifact["run"] = run.name
+    (out / "checkpoints").mkdir(parents=True)
+    (out / "plots").mkdir()
+    state = {f"operator.{k}": v for k, v in operator.state_dict().items()}
+    torch.save({"opformer": artifact, "run_config": run.raw, "state_dict": state}, out / "checkpoints" / "best.ckpt")
+    (out / "config.yaml").write_text(yaml.safe_dump(run.raw))
+    (out / "metrics.json").write_text(json.dumps({"test_rel_l2": 0.5, "epochs": 3}))
+    (out / "plots" / "predictions.png").write_bytes(b"the training's plot")
+    return out
+
+
+@pytest.fixture(scope="module")
+def burgers_runs(burgers_file, tmp_path_factory):
+    """Two run directories of the tiny 1D Burgers model (n = 64)."""
+    root = tmp_path_factory.mktemp("runs")
+    cfg = {"name": "tiny", "task": "burgers",
+           "data": {"path": str(burgers_file), "resolution": 64, "train_pool": 32, "n_val": 8, "n_train": 24,
+                    "n_test": 8},
+           "model": TINY_MODEL, "train": {"epochs": 3, "batch_size": 4}}
+    (root / "tiny.yaml").write_text(yaml.safe_dump(cfg))
+    cfg = load_preset(str(root / "tiny.yaml"))
+    return _run_dir(cfg, root / "a"), _run_dir(cfg, root / "b")
+
+
+@pytest.fixture(scope="module")
+def pairs_file(tmp_path_factory):
+    """6 input, target pairs on 64 points with a channel axis, keys x, y."""
+    path = tmp_path_factory.mktemp("pairs") / "pairs.npz"
+    rng = np.random.default_rng(0)
+    np.savez(path, x=rng.standard_normal((6, 64, 1)), y=rng.standard_normal((6, 64, 1)))
+    return path
+
+
+@pytest.fixture(scope="module")
+def ns_run(ns_file, tmp_path_factory):
+    cfg = apply_overrides(load_preset("ns-fno"), {"data.path": str(ns_file), "n_test": 2, "n_val": 2,
+                                                  "width": 4})[0]
+    return _run_dir(cfg, tmp_path_factory.mktemp("ns") / "run")
+
+
+def test_eval_never_writes_over_a_training_run(burgers_runs, pairs_file, tmp_path, capsys):
+    """--out naming a training run (the evaluated one or another) or a directory with a metrics.json that no eval
+    wrote is refused in one line, nothing changed; an earlier eval's output directory is replaced."""
+    a, b = burgers_runs
+    foreign = tmp_path / "mine"
+    foreign.mkdir()
+    (foreign / "metrics.json").write_text('{"mine": 1}')
+    for out, what in ((a, "holds a training run"), (b, "holds a training run"),
+                      (foreign, "holds a metrics.json that opformer eval did not write")):
+        before = _tree(out)
+        assert main(["eval", str(a), "--data", str(pairs_file), "--keys", "x,y", "--out", str(out)]) == 2
+        line = _one_line_error(capsys.readouterr().err)
+        assert f"--out {out} {what}" in line
+        assert _tree(out) == before
+    ev = tmp_path / "ev"
+    for _ in range(2):  # running eval again replaces its own output
+        assert main(["eval", str(a), "--data", str(pairs_file), "--keys", "x,y", "--out", str(ev)]) == 0
+    assert json.loads((ev / "metrics.json").read_text())["n_test"] == 6
+
+
+@pytest.mark.parametrize("size", [0, -1])
+def test_a_batch_size_below_one_is_one_line(burgers_runs, pairs_file, tmp_path, capsys, size):
+    a, _ = burgers_runs
+    for cmd in (["eval", str(a), "--data", str(pairs_file), "--keys", "x,y", "--out", str(tmp_path / "ev")],
+                ["predict", str(a), "--data", str(pairs_file), "--keys", "x,y", "--out", str(tmp_path / "p.npz")]):
+        assert main([*cmd, "--batch-size", str(size)]) == 2
+        assert _one_line_error(capsys.readouterr().err) == f"opformer: error: --batch-size must be >= 1, got {size}"
+    assert sorted(tmp_path.iterdir()) == []
+
+
+def test_predict_checks_its_outputs_before_writing_any(burgers_runs, pairs_file, tmp_path, capsys):
+    """--save-pretrained naming a file, or a directory with the user's own files, and --out naming the data file
+    or another .npz than a prediction are refused before anything is written; a saved model and a prediction file
+    are replaced."""
+    a, _ = burgers_runs
+    data = tmp_path / "data.npz"
+    shutil.copy(pairs_file, data)
+    a_file, own = tmp_path / "a-file", tmp_path / "own"
+    a_file.write_text("mine")
+    own.mkdir()
+    (own / "config.json").write_text('{"mine": 1}')
+    pred = tmp_path / "p.npz"
+    predict = ["predict", str(a), "--data", str(data), "--keys", "x,y"]
+    before = _tree(tmp_path)
+    for args, text in ((["--out", str(pred), "--save-pretrained", str(a_file)],
+                        f"--save-pretrained {a_file} is a file, not a directory"),
+                       (["--out", str(pred), "--save-pretrained", str(own)],
+                        f"--save-pretrained {own} holds files that are not a model saved by save_pretrained "
+                        "(config.json)"),
+                       (["--out", str(tmp_path / "m" / "p.npz"), "--save-pretrained", str(tmp_path / "m")],
+                        "is inside --save-pretrained"),
+                       (["--out", str(data)], f"--out {data} is the --data file"),
+                       (["--out", str(pairs_file)], f"--out {pairs_file} exists and is not a prediction file")):
+        assert main([*predict, *args]) == 2
+        assert text in _one_line_error(capsys.readouterr().err)
+        assert _tree(tmp_path) == before
+    for _ in range(2):  # a prediction file and a saved model are replaced
+        assert main([*predict, "--out", str(pred), "--save-pretrained", str(tmp_path / "m")]) == 0
+    assert sorted(p.name for p in (tmp_path / "m").iterdir()) == ["config.json", "model.safetensors"]
+    assert opformer.load(tmp_path / "m").artifact == opformer.load(a).artifact
+
+
+def test_save_pretrained_in_python_refuses_the_users_files(burgers_runs, tmp_path):
+    model = opformer.load(burgers_runs[0])
+    own = tmp_path / "own"
+    own.mkdir()
+    (own / "config.json").write_text('{"mine": 1}')
+    (tmp_path / "a-file").write_text("mine")
+    with pytest.raises(ConfigError, match=r"own holds files that are not a model saved by save_pretrained "
+                                          r"\(config\.json\); give a new or empty directory"):
+        model.save_pretrained(own)
+    with pytest.raises(ConfigError, match="a-file is a file, not a directory"):
+        model.save_pretrained(tmp_path / "a-file")
+    assert (own / "config.json").read_text() == '{"mine": 1}' and sorted(own.iterdir()) == [own / "config.json"]
+    model.save_pretrained(tmp_path / "m")
+    model.save_pretrained(tmp_path / "m")  # its own earlier save is replaced
+    assert opformer.load(tmp_path / "m").artifact == model.artifact
+
+
+def test_rollout_directories_differ_by_data_file_and_resample(ns_run, ns_file, tmp_path, capsys):
+    """The run's own file: RUN/rollout-MODE; another (the same stem, or a copy under another name):
+    RUN/rollout-FILE-MODE; a resample other than auto is named too."""
+    other = tmp_path / "ns32.h5"
+    same_stem = tmp_path / "ns.npz"
+    shutil.copy(ns_file, other)
+    with h5py.File(ns_file, "r") as h5:
+        np.savez(same_stem, w=np.asarray(h5["w"]), t=np.asarray(h5["t"]))
+    for data, extra, name in ((ns_file, [], "rollout-direct"), (other, [], "rollout-ns32.h5-direct"),
+                              (same_stem, [], "rollout-ns.npz-direct"),
+                              (ns_file, ["--resample", "never"], "rollout-direct-resample-never")):
+        assert main(["rollout", str(ns_run), "--data", str(data), "--samples", "1", *extra]) == 0, name
+        capsys.readouterr()
+        assert json.loads((ns_run / name / "rollout.json").read_text())["data"] == str(data)
+
+
+@pytest.mark.parametrize("samples", [0, -2])
+def test_rollout_refuses_samples_below_one(ns_run, ns_file, tmp_path, capsys, samples):
+    from opformer.train.rollout import rollout_file
+
+    out = tmp_path / "r"
+    assert main(["rollout", str(ns_run), "--data", str(ns_file), "--samples", str(samples), "--out", str(out)]) == 2
+    assert _one_line_error(capsys.readouterr().err) == f"opformer: error: --samples must be >= 1, got {samples}"
+    with pytest.raises(ConfigError, match=f"^samples must be >= 1, got {samples}$"):
+        rollout_file(ns_run, data=ns_file, samples=samples, out=out)
+    assert not out.exists()
+
+
+def test_a_file_that_is_not_a_model_is_told_in_plain_words(burgers_runs, pairs_file, tmp_path, capsys):
+    """A text file, a data file or an empty file given as the model: not a model, and what is expected; never torch's
+    own message or a claim that it holds pickled objects."""
+    text = tmp_path / "empty.ckpt"
+    text.write_text("{}")
+    empty = tmp_path / "nothing.ckpt"
+    empty.write_bytes(b"")
+    for model, what in ((text, "a file that torch.save did not write"),
+                        (pairs_file, "a zip archive that torch.save did not write, such as a .npz data file"),
+                        (empty, "an empty file")):
+        for cmd in (["eval", str(model)], ["predict", str(model), "--data", str(pairs_file),
+                                           "--out", str(tmp_path / "p.npz")]):
+            assert main(cmd) == 2
+            assert _one_line_error(capsys.readouterr().err) == (
+                f"opformer: error: {model} is not a model ({what}): expected a .ckpt checkpoint, a training's run "
+                "directory or a save_pretrained directory")
+    assert not (tmp_path / "p.npz").exists()
+    cut = tmp_path / "cut.ckpt"
+    cut.write_bytes((burgers_runs[0] / "checkpoints" / "best.ckpt").read_bytes()[:3000])
+    assert main(["eval", str(cut)]) == 2
+    assert _one_line_error(capsys.readouterr().err) == (f"opformer: error: {cut}: not a readable checkpoint (cut "
+                                                        "off or damaged)")
+
+
+def test_inputs_of_another_shape_name_the_model_and_the_shape_it_takes(burgers_runs):
+    model = opformer.load(burgers_runs[0])
+    for x in (np.zeros((2, 8, 8)), np.zeros((2, 64, 3))):
+        with pytest.raises(ConfigError) as caught:
+            model.predict(x)
+        assert str(caught.value) == (f"the tiny (transformer1d) model takes inputs of shape (samples, n) or "
+                                     f"(samples, n, 1), got {x.shape}")
+
+
+def test_eval_directories_differ_by_data_file_and_resample(burgers_runs, pairs_file, tmp_path, capsys):
+    """RUN/eval-GRID on the run's test split, RUN/eval-FILE-GRID on a file (its name with the extension: d.npz and
+    d.h5 differ), -resample-RESAMPLE unless auto."""
+    a, _ = burgers_runs
+    with np.load(pairs_file) as f:
+        x, y = f["x"], f["y"]
+    np.savez(tmp_path / "d.npz", x=x, y=y)
+    with h5py.File(tmp_path / "d.h5", "w") as h5:
+        h5["x"], h5["y"] = x, y
+    for args, name in (([], "eval-64"), (["--resolution", "32"], "eval-32"),
+                       (["--resolution", "32", "--resample", "never"], "eval-32-resample-never"),
+                       (["--data", str(tmp_path / "d.npz"), "--keys", "x,y"], "eval-d.npz-64"),
+                       (["--data", str(tmp_path / "d.h5"), "--keys", "x,y"], "eval-d.h5-64")):
+        assert main(["eval", str(a), *args]) == 0, name
+        capsys.readouterr()
+        assert json.loads((a / name / "metrics.json").read_text())["checkpoint"] == str(a)
+        shutil.rmtree(a / name)  # each name is written by its own command, not found from an earlier one
+
+
+def test_predict_writes_the_layout_of_the_files_target_as_the_python_api(burgers_runs, pairs_file, tmp_path):
+    """Targets (N, n, 1): predictions (N, n, 1), the same as model.predict on inputs (N, n, 1); targets (N, n):
+    predictions (N, n); no targets: the layout of the inputs."""
+    a, _ = burgers_runs
+    model = opformer.load(a)
+    with np.load(pairs_file) as f:
+        x, y = f["x"], f["y"]
+    np.savez(tmp_path / "flat.npz", x=x, y=y[..., 0])
+    for data, keys, shape in ((pairs_file, "x,y", (6, 64, 1)), (tmp_path / "flat.npz", "x,y", (6, 64)),
+                              (pairs_file, "x", (6, 64, 1))):
+        out = tmp_path / "p.npz"
+        assert main(["predict", str(a), "--data", str(data), "--keys", keys, "--out", str(out)]) == 0
+        with np.load(out) as p:
+            assert p["prediction"].shape == shape
+            np.testing.assert_allclose(p["prediction"].reshape(6, 64, 1), model.predict(x), rtol=1e-5, atol=1e-6)
