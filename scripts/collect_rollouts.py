@@ -12,7 +12,7 @@ from pathlib import Path
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("root", nargs="?", default="runs/ns")
     p.add_argument("--plot", metavar="PNG", help="write the error-against-time figure here")
     args = p.parse_args(argv)

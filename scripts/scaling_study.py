@@ -1,4 +1,4 @@
-"""Which architecture scales best (the lecture's question): test error against the number of training samples and
+r"""Which architecture scales best (the lecture's question): test error against the number of training samples and
 against model size for several models on one task, log-log plots with fitted slopes, and markdown tables.
 
     python scripts/scaling_study.py --task darcy --data train.h5 --test-data test.h5 \
@@ -60,7 +60,7 @@ def _parse_sizes(specs: list[str]) -> list[tuple[str, str, list[str]]]:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--task", default="darcy")
     p.add_argument("--data", required=True)
     p.add_argument("--test-data")

@@ -457,8 +457,15 @@ def suspicious_samples(datasets: dict, *, limit: float = 50.0, show: int = 10) -
     stats = {name: _channel_stats(b for _, b in blocks(train, name)) for name in ("input", "target")
              if has(train, name)}
 
-    def listed(idx: list, n: int) -> str:
-        return "samples " + ", ".join(map(str, idx[:show])) + (", ..." if len(idx) > show else "") + f" ({len(idx)} of {n})"
+    def listed(idx: list, n: int, ds=None) -> str:
+        """Positions in the split, with the samples' own numbers in their file where the dataset knows them."""
+        more = ", ..." if len(idx) > show else ""
+        origin = getattr(ds, "origin", None)
+        where = ""
+        if origin is not None:
+            numbers, source = origin
+            where = "; samples " + ", ".join(str(int(numbers[i])) for i in idx[:show]) + f"{more} of {source}"
+        return "samples " + ", ".join(map(str, idx[:show])) + more + f" ({len(idx)} of {n}{where})"
 
     lines = []
     for split, ds in datasets.items():
@@ -467,7 +474,7 @@ def suspicious_samples(datasets: dict, *, limit: float = 50.0, show: int = 10) -
             zero = [lo + int(i) for lo, b in blocks(ds, "target")
                     for i in torch.nonzero(b.flatten(1).norm(dim=1) <= _ZERO_NORM).flatten()]
             if zero:
-                lines.append(f"{split} split, {listed(zero, n)}: the target has zero norm; the relative L2 loss "
+                lines.append(f"{split} split, {listed(zero, n, ds)}: the target has zero norm; the relative L2 loss "
                              "divides by it (remove these samples or choose another loss)")
         for name, (mean, std) in stats.items():
             if not has(ds, name):
@@ -479,7 +486,7 @@ def suspicious_samples(datasets: dict, *, limit: float = 50.0, show: int = 10) -
                     far.append(lo + int(i))
                     worst = max(worst, float(per_sample[i]))
             if far:
-                lines.append(f"{split} split, {listed(far, n)}: the {name} lies far outside the training data "
+                lines.append(f"{split} split, {listed(far, n, ds)}: the {name} lies far outside the training data "
                              f"(max |x - mean| / std = {worst:.3g} > {limit:g}, mean and std per channel over the "
                              "training split)")
     return lines + _suspicious_snapshots(datasets, limit, show)

@@ -372,6 +372,8 @@ def describe_arrays(path) -> list[tuple[str, tuple, str]]:
     ``opformer data info`` and key errors): HDF5 datasets by their full path (``group/name``), MATLAB variables
     (v7.3 shapes as MATLAB gives them), the members of an ``.npz``, the tensors of a ``.pt`` dict."""
     path = Path(path)
+    if path.is_dir():
+        raise DataError(f"{path}: is a directory; give a data file (.h5, .npz, .pt, .mat)")
     if not path.is_file():
         raise DataError(f"{path}: no such file")
     suffix = path.suffix.lower()

@@ -272,13 +272,18 @@ def _pick_model(cfg: dict, value: Any) -> Any:
         return copy.deepcopy(task.models[value])
     if value in MODEL_PRESETS:
         return value
+    dim = getattr(task, "dim", None)
+    fits = sorted(m for m in MODELS if dim is None or getattr(MODELS[m], "spatial_dim", dim) == dim)
     if value in MODELS:
+        if value not in fits:
+            raise ConfigError(f"--model {value}: a {MODELS[value].spatial_dim}D model, but task {task.name} is {dim}D "
+                              f"(its models: {', '.join(sorted(task.models))}; any of {', '.join(fits)})")
         return {"name": value}
     known = sorted(task.models) if task else []
-    near = difflib.get_close_matches(value, known + sorted(MODELS), n=1, cutoff=0.5)
+    near = difflib.get_close_matches(value, known + fits, n=1, cutoff=0.5)
     hint = f"; did you mean {near[0]}?" if near else ""
     raise ConfigError(f"--model {value}: unknown model{hint} (for this task: {', '.join(known)}; any of "
-                      f"{', '.join(sorted(MODELS))} with its fields as flags)")
+                      f"{', '.join(fits)} with its fields as flags)")
 
 
 # --- resolution -----------------------------------------------------------------------------------------------------------

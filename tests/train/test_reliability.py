@@ -612,8 +612,9 @@ def test_training_on_a_file_with_bad_samples_warns_once_per_finding(tiny_config,
     warned = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("opformer: warning: data:")]
     assert code == 0
     assert len(warned) == 2, warned
-    assert "val split, samples 2 (1 of 8): the input lies far outside" in warned[0]
-    assert "test split, samples 3 (1 of 8): the target has zero norm" in warned[1]
+    # positions in the split, and the samples' numbers in the user's file
+    assert f"val split, samples 2 (1 of 8; samples 26 of {npz}): the input lies far outside" in warned[0]
+    assert f"test split, samples 3 (1 of 8; samples 35 of {npz}): the target has zero norm" in warned[1]
     code = main(["train", str(tiny_config), "--epochs", "1", "--out", str(tmp_path / "good"), "--no-progress"])
     assert code == 0 and "opformer: warning: data:" not in capsys.readouterr().err
 

@@ -182,3 +182,11 @@ def test_the_run_lists_only_the_plots_it_wrote(tiny_config, tmp_path):
     m = train(_cfg(tiny_config, epochs=1), tmp_path / "run", progress=False)
     assert m["plots"] == ["plots/predictions.png", "plots/training_curves.png"]
     assert (tmp_path / "run" / "plots" / "mine.png").read_bytes() == b"not ours"
+
+
+def test_a_model_of_the_wrong_dimension_is_refused_before_the_data_and_suggestions_fit_the_task():
+    with pytest.raises(ConfigError, match="--model scot: a 2D model, but task burgers is 1D"):
+        apply_overrides(load_preset("burgers"), {"model": "scot"})
+    with pytest.raises(ConfigError) as info:
+        apply_overrides(load_preset("burgers"), {"model": "xyz"})
+    assert "any of fno1d, transformer1d with" in str(info.value)  # no 2D model offered for a 1D task
