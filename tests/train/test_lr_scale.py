@@ -30,7 +30,7 @@ def test_groups_take_the_longest_matching_module_name_and_name_what_is_wrong(tin
     assert [g["lr_scale"] for g in lr_groups(operator, {})] == [1.0]
     with pytest.raises(ValueError, match=r"'encodr' names no module of the model \(its modules: decoder, encoder, lift"):
         lr_groups(operator, {"encodr": 0.5})
-    with pytest.raises(ValueError, match="must be > 0"):
+    with pytest.raises(ValueError, match="must be a finite number > 0"):
         lr_groups(operator, {"encoder": 0.0})
 
 
