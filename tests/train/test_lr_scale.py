@@ -30,8 +30,9 @@ def test_groups_take_the_longest_matching_module_name_and_name_what_is_wrong(tin
     assert [g["lr_scale"] for g in lr_groups(operator, {})] == [1.0]
     with pytest.raises(ValueError, match=r"'encodr' names no module of the model \(its modules: decoder, encoder, lift"):
         lr_groups(operator, {"encodr": 0.5})
-    with pytest.raises(ValueError, match="must be a finite number > 0"):
-        lr_groups(operator, {"encoder": 0.0})
+    for bad in (0.0, float("inf")):
+        with pytest.raises(ValueError, match="must be a finite number > 0"):
+            lr_groups(operator, {"encoder": bad})
 
 
 def test_a_module_at_a_tiny_multiplier_keeps_its_initial_weights_while_the_rest_trains(tiny_config, tmp_path):
