@@ -371,29 +371,6 @@ def _keys(text):
     return None if text is None else [k.strip() for k in text.split(",") if k.strip()]
 
 
-def _foreign_eval_out(out: Path):
-    """Why ``opformer eval`` may not write into ``out``, or None: it holds a training run, or a metrics.json or
-    plots/predictions.png that no earlier eval wrote (an earlier eval's output is replaced)."""
-    import json
-
-    if not out.is_dir():
-        return None  # a new directory (a file there is refused when the evaluation starts)
-    held = [name for name in ("config.yaml", "checkpoints") if (out / name).exists()]
-    if held:
-        return f"holds a training run ({', '.join(held)})"
-    metrics = out / "metrics.json"
-    if metrics.exists():
-        try:
-            m = json.loads(metrics.read_text())
-        except (OSError, ValueError):
-            m = None
-        if not (isinstance(m, dict) and "checkpoint" in m and "n_test" in m and "epochs" not in m):
-            return "holds a metrics.json that opformer eval did not write"
-    elif (out / "plots" / "predictions.png").exists():
-        return "holds a plots/predictions.png that opformer eval did not write"
-    return None
-
-
 def _eval(args: argparse.Namespace) -> int:
     from ..allocator import keep_freed_memory
     from ..tasks.pretrained import check_error, pretrained_card, pretrained_path
@@ -403,7 +380,9 @@ def _eval(args: argparse.Namespace) -> int:
     if args.batch_size < 1:
         return _fail(f"--batch-size must be >= 1, got {args.batch_size}")
     if args.out is not None:
-        foreign = _foreign_eval_out(Path(args.out))
+        from .run import foreign_eval_out
+
+        foreign = foreign_eval_out(Path(args.out))
         if foreign is not None:
             return _fail(f"--out {args.out} {foreign}: its files would be replaced; give another directory")
 

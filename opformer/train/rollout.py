@@ -81,6 +81,13 @@ def rollout_file(model, *, data, mode="direct", step: Optional[float] = None, ti
 
         out = Path(out)
         _check_writable(out, error=ConfigError)
+        held = [name for name in ("config.yaml", "checkpoints") if (out / name).exists()]
+        if not held and (out / "predictions.npz").exists() and not (out / "rollout.json").exists():
+            held = ["a predictions.npz that no rollout wrote"]
+        if held:
+            raise SettingError(f"out {out} holds {', '.join(held)}: its files would be replaced; give another "
+                               "directory", f"--out {out} holds {', '.join(held)}: its files would be replaced; give "
+                               "another directory")
     predictor = load(model, resample=resample)
     info = predictor.artifact.get("info") or {}
     if not predictor.time_dependent:

@@ -909,6 +909,27 @@ def _trajectory_counts(bundle) -> dict:
     return {"trajectories": {split: int(t.shape[0]) for split, t in sets.items()}}
 
 
+def foreign_eval_out(out: Path) -> Optional[str]:
+    """Why ``opformer eval`` may not write into ``out``, or None: it holds a training run, or a metrics.json or
+    plots/predictions.png that no earlier eval wrote (an earlier eval's output is replaced)."""
+    if not out.is_dir():
+        return None  # a new directory (a file there is refused when the evaluation starts)
+    held = [name for name in ("config.yaml", "checkpoints") if (out / name).exists()]
+    if held:
+        return f"holds a training run ({', '.join(held)})"
+    metrics = out / "metrics.json"
+    if metrics.exists():
+        try:
+            m = json.loads(metrics.read_text())
+        except (OSError, ValueError):
+            m = None
+        if not (isinstance(m, dict) and "checkpoint" in m and "n_test" in m and "epochs" not in m):
+            return "holds a metrics.json that opformer eval did not write"
+    elif (out / "plots" / "predictions.png").exists():
+        return "holds a plots/predictions.png that opformer eval did not write"
+    return None
+
+
 def evaluate(checkpoint, *, data: Optional[str] = None, keys=None, resolution: Optional[int] = None, out=None,
              batch_size: int = 32, plot_samples: int = 4, resample: str = "auto") -> dict:
     """Test error of a trained model on ``data`` (every sample is a test sample) or, without ``data``, on its run's
@@ -918,6 +939,9 @@ def evaluate(checkpoint, *, data: Optional[str] = None, keys=None, resolution: O
     if out is not None:  # checked before the model is loaded and the data read (a file there is refused too)
         out = Path(out)
         _check_writable(out, error=ConfigError)
+        foreign = foreign_eval_out(out)
+        if foreign is not None:
+            raise ConfigError(f"out {out} {foreign}: its files would be replaced; give another directory")
     predictor = load(checkpoint, resample=resample)
     started = time.perf_counter()
     bundle, source = _test_set(predictor, data, keys, resolution)

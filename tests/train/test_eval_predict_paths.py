@@ -92,6 +92,10 @@ def test_eval_never_writes_over_a_training_run(burgers_runs, pairs_file, tmp_pat
         line = _one_line_error(capsys.readouterr().err)
         assert f"--out {out} {what}" in line
         assert _tree(out) == before
+    from opformer.train.run import evaluate
+
+    with pytest.raises(ConfigError, match="holds a training run"):  # the same from Python
+        evaluate(a, data=str(pairs_file), keys=["x", "y"], out=b)
     ev = tmp_path / "ev"
     for _ in range(2):  # running eval again replaces its own output
         assert main(["eval", str(a), "--data", str(pairs_file), "--keys", "x,y", "--out", str(ev)]) == 0
@@ -183,6 +187,16 @@ def test_rollout_refuses_samples_below_one(ns_run, ns_file, tmp_path, capsys, sa
     with pytest.raises(ConfigError, match=f"^samples must be >= 1, got {samples}$"):
         rollout_file(ns_run, data=ns_file, samples=samples, out=out)
     assert not out.exists()
+
+
+def test_rollout_never_writes_over_a_training_run_or_the_users_predictions(ns_run, ns_file, tmp_path, capsys):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "predictions.npz").write_bytes(b"the user's own")
+    for out, what in ((ns_run, "holds config.yaml, checkpoints"), (mine, "a predictions.npz that no rollout wrote")):
+        assert main(["rollout", str(ns_run), "--data", str(ns_file), "--out", str(out)]) == 2
+        assert what in _one_line_error(capsys.readouterr().err)
+    assert (mine / "predictions.npz").read_bytes() == b"the user's own"
 
 
 def test_a_file_that_is_not_a_model_is_told_in_plain_words(burgers_runs, pairs_file, tmp_path, capsys):
