@@ -26,13 +26,22 @@ def _save(plt, fig, path) -> Path:
     return path
 
 
-def plot_predictions(path, inputs, targets, preds, labels: dict, errors=None, title: str = "") -> Path:
+def _short(name: str) -> str:
+    """A sample's name with only the file name of its path ("sample 905 of d33.h5"), to fit a panel's title."""
+    head, sep, where = name.partition(" of ")
+    return f"{head}{sep}{Path(where).name}" if sep else name
+
+
+def plot_predictions(path, inputs, targets, preds, labels: dict, errors=None, title: str = "",
+                     names=None) -> Path:
     """1D: one column per sample, input/target/prediction over x and the pointwise error below.  2D: one row per
     sample, input, target, prediction and error maps.  ``labels`` ({"input", "target", "prediction"}) come from the
-    task.  Arrays: (samples, n, c) or (samples, n, n, c); the first channel is shown."""
+    task; ``names``: each sample as the user knows it ("sample 905 of FILE"; default "sample j", its position).
+    Arrays: (samples, n, c) or (samples, n, n, c); the first channel is shown."""
     plt = _plt()
     inputs, targets, preds = (np.asarray(a) for a in (inputs, targets, preds))
     k = len(preds)
+    names = list(names) if names is not None else [f"sample {j}" for j in range(k)]
     if preds.ndim == 3:  # 1D
         fig, axes = plt.subplots(2, k, figsize=(4 * k, 5), squeeze=False, gridspec_kw={"height_ratios": [3, 1.4]})
         for j in range(k):
@@ -43,14 +52,14 @@ def plot_predictions(path, inputs, targets, preds, labels: dict, errors=None, ti
             ax.plot(x, targets[j, :, 0], color="k", lw=1.5, label=labels["target"])
             ax.plot(x, preds[j, :, 0], color="C3", lw=1, label=labels["prediction"])
             rel = "" if errors is None else f"rel. L2 {errors[j]:.2e}"
-            ax.set_title(f"sample {j}  {rel}", fontsize=9)
+            ax.set_title(f"{_short(names[j])}  {rel}", fontsize=9)
             if j == 0:
                 ax.legend(fontsize=7)
             axes[1, j].plot(x, preds[j, :, 0] - targets[j, :, 0], color="C0", lw=1)
             axes[1, j].set_xlabel("x")
             axes[1, j].set_title("pointwise error", fontsize=8)
     else:
-        names = [labels["input"], labels["target"], labels["prediction"], "error"]
+        heads = [labels["input"], labels["target"], labels["prediction"], "error"]
         fig, axes = plt.subplots(k, 4, figsize=(13, 3.1 * k), squeeze=False)
         for j in range(k):
             panels = [inputs[j, ..., 0], targets[j, ..., 0], preds[j, ..., 0], preds[j, ..., 0] - targets[j, ..., 0]]
@@ -67,7 +76,7 @@ def plot_predictions(path, inputs, targets, preds, labels: dict, errors=None, ti
                                **kw)
                 fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
                 rel = f" (rel. L2 {errors[j]:.2e})" if (errors is not None and i == 2) else ""
-                ax.set_title(names[i] + rel, fontsize=8)
+                ax.set_title((f"{_short(names[j])}: " if i == 0 else "") + heads[i] + rel, fontsize=8)
                 ax.set_xticks([])
                 ax.set_yticks([])
     if title:

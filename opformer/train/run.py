@@ -864,9 +864,11 @@ def write_plots(predictor: Predictor, ds, out: Path, k: int, title: str, curves:
         sub = torch.utils.data.Subset(ds, range(k))
         preds, errs = predictor.evaluate(sub)
         batch = stack_samples(ds, range(k))
+        describe = getattr(ds, "describe", None)
+        names = [describe(j) for j in range(k)] if callable(describe) else None
         written.append(plot_predictions(out / "plots" / "predictions.png", batch["input"].numpy(),
                                         batch["target"].numpy(), preds, predictor.task.plot_labels, errs.tolist(),
-                                        title))
+                                        title, names=names))
     lines = read_run_history(out / "logs") if curves else {}
     if lines:
         written.append(plot_curves(out / "plots" / "training_curves.png", lines, title.split(":")[0]))
