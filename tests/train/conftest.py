@@ -1,3 +1,4 @@
+import hashlib
 import os
 import sys
 from pathlib import Path
@@ -59,3 +60,17 @@ def cli_env() -> dict:
 
 
 PYTHON = sys.executable
+
+
+def tree(root: Path) -> dict:
+    """Every file under ``root`` with the hash of its content and its inode (a rewrite changes the inode)."""
+    return {str(p.relative_to(root)): (hashlib.sha1(p.read_bytes()).hexdigest(), p.stat().st_ino)
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def one_line_error(err: str) -> str:
+    """The one error line a command printed (warnings aside), with no traceback."""
+    lines = [ln for ln in err.splitlines() if ln.strip() and not ln.startswith("opformer: warning:")]
+    assert len(lines) == 1 and lines[0].startswith("opformer: error: "), err
+    assert "Traceback" not in err
+    return lines[0]

@@ -2,7 +2,6 @@
 distinct default directories for distinct inputs, their arguments checked before anything is written; and a file
 that is not a model, or inputs a model does not take, told in the user's terms."""
 
-import hashlib
 import json
 import pathlib
 import shutil
@@ -19,19 +18,7 @@ from opformer.config import ConfigError
 from opformer.train.config import apply_overrides, load_preset
 from opformer.train.run import prepare_run
 
-from .conftest import TINY_MODEL
-
-
-def _tree(root: pathlib.Path) -> dict:
-    return {str(p.relative_to(root)): hashlib.sha1(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
-
-
-def _one_line_error(err: str) -> str:
-    lines = [ln for ln in err.splitlines() if ln.strip() and not ln.startswith("opformer: warning:")]
-    assert len(lines) == 1 and lines[0].startswith("opformer: error: "), err
-    assert "Traceback" not in err
-    return lines[0]
+from .conftest import TINY_MODEL, one_line_error, tree
 
 
 def _run_dir(cfg: dict, out: pathlib.Path) -> pathlib.Path:
@@ -87,11 +74,11 @@ def test_eval_never_writes_over_a_training_run(burgers_runs, pairs_file, tmp_pat
     (foreign / "metrics.json").write_text('{"mine": 1}')
     for out, what in ((a, "holds a training run"), (b, "holds a training run"),
                       (foreign, "holds a metrics.json that opformer eval did not write")):
-        before = _tree(out)
+        before = tree(out)
         assert main(["eval", str(a), "--data", str(pairs_file), "--keys", "x,y", "--out", str(out)]) == 2
-        line = _one_line_error(capsys.readouterr().err)
+        line = one_line_error(capsys.readouterr().err)
         assert f"--out {out} {what}" in line
-        assert _tree(out) == before
+        assert tree(out) == before
     from opformer.train.run import evaluate
 
     with pytest.raises(ConfigError, match="holds a training run"):  # the same from Python
@@ -108,7 +95,7 @@ def test_a_batch_size_below_one_is_one_line(burgers_runs, pairs_file, tmp_path, 
     for cmd in (["eval", str(a), "--data", str(pairs_file), "--keys", "x,y", "--out", str(tmp_path / "ev")],
                 ["predict", str(a), "--data", str(pairs_file), "--keys", "x,y", "--out", str(tmp_path / "p.npz")]):
         assert main([*cmd, "--batch-size", str(size)]) == 2
-        assert _one_line_error(capsys.readouterr().err) == f"opformer: error: --batch-size must be >= 1, got {size}"
+        assert one_line_error(capsys.readouterr().err) == f"opformer: error: --batch-size must be >= 1, got {size}"
     assert sorted(tmp_path.iterdir()) == []
 
 
@@ -125,7 +112,7 @@ def test_predict_checks_its_outputs_before_writing_any(burgers_runs, pairs_file,
     (own / "config.json").write_text('{"mine": 1}')
     pred = tmp_path / "p.npz"
     predict = ["predict", str(a), "--data", str(data), "--keys", "x,y"]
-    before = _tree(tmp_path)
+    before = tree(tmp_path)
     for args, text in ((["--out", str(pred), "--save-pretrained", str(a_file)],
                         f"--save-pretrained {a_file} is a file, not a directory"),
                        (["--out", str(pred), "--save-pretrained", str(own)],
@@ -136,8 +123,8 @@ def test_predict_checks_its_outputs_before_writing_any(burgers_runs, pairs_file,
                        (["--out", str(data)], f"--out {data} is the --data file"),
                        (["--out", str(pairs_file)], f"--out {pairs_file} exists and is not a prediction file")):
         assert main([*predict, *args]) == 2
-        assert text in _one_line_error(capsys.readouterr().err)
-        assert _tree(tmp_path) == before
+        assert text in one_line_error(capsys.readouterr().err)
+        assert tree(tmp_path) == before
     for _ in range(2):  # a prediction file and a saved model are replaced
         assert main([*predict, "--out", str(pred), "--save-pretrained", str(tmp_path / "m")]) == 0
     assert sorted(p.name for p in (tmp_path / "m").iterdir()) == ["config.json", "model.safetensors"]
@@ -183,7 +170,7 @@ def test_rollout_refuses_samples_below_one(ns_run, ns_file, tmp_path, capsys, sa
 
     out = tmp_path / "r"
     assert main(["rollout", str(ns_run), "--data", str(ns_file), "--samples", str(samples), "--out", str(out)]) == 2
-    assert _one_line_error(capsys.readouterr().err) == f"opformer: error: --samples must be >= 1, got {samples}"
+    assert one_line_error(capsys.readouterr().err) == f"opformer: error: --samples must be >= 1, got {samples}"
     with pytest.raises(ConfigError, match=f"^samples must be >= 1, got {samples}$"):
         rollout_file(ns_run, data=ns_file, samples=samples, out=out)
     assert not out.exists()
@@ -195,7 +182,7 @@ def test_rollout_never_writes_over_a_training_run_or_the_users_predictions(ns_ru
     (mine / "predictions.npz").write_bytes(b"the user's own")
     for out, what in ((ns_run, "holds config.yaml, checkpoints"), (mine, "a predictions.npz that no rollout wrote")):
         assert main(["rollout", str(ns_run), "--data", str(ns_file), "--out", str(out)]) == 2
-        assert what in _one_line_error(capsys.readouterr().err)
+        assert what in one_line_error(capsys.readouterr().err)
     assert (mine / "predictions.npz").read_bytes() == b"the user's own"
 
 
@@ -212,14 +199,14 @@ def test_a_file_that_is_not_a_model_is_told_in_plain_words(burgers_runs, pairs_f
         for cmd in (["eval", str(model)], ["predict", str(model), "--data", str(pairs_file),
                                            "--out", str(tmp_path / "p.npz")]):
             assert main(cmd) == 2
-            assert _one_line_error(capsys.readouterr().err) == (
+            assert one_line_error(capsys.readouterr().err) == (
                 f"opformer: error: {model} is not a model ({what}): expected a .ckpt checkpoint, a training's run "
                 "directory or a save_pretrained directory")
     assert not (tmp_path / "p.npz").exists()
     cut = tmp_path / "cut.ckpt"
     cut.write_bytes((burgers_runs[0] / "checkpoints" / "best.ckpt").read_bytes()[:3000])
     assert main(["eval", str(cut)]) == 2
-    assert _one_line_error(capsys.readouterr().err) == (f"opformer: error: {cut}: not a readable checkpoint (cut "
+    assert one_line_error(capsys.readouterr().err) == (f"opformer: error: {cut}: not a readable checkpoint (cut "
                                                         "off or damaged)")
 
 

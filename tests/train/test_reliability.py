@@ -2,7 +2,6 @@
 into one directory, leave half-written or stray files, get a traceback for a bad path or file, or train silently on
 broken samples.  See docs/guarantees.md."""
 
-import hashlib
 import json
 import os
 import pathlib
@@ -21,24 +20,11 @@ from opformer.cli import main
 from opformer.train.config import apply_overrides, load_preset
 from opformer.train.run import train
 
-from .conftest import PYTHON, cli_env
+from .conftest import PYTHON, cli_env, one_line_error, tree
 
 
 def _cfg(path, **over):
     return apply_overrides(load_preset(str(path)), over)[0]
-
-
-def _tree(root: pathlib.Path) -> dict:
-    """Every file under ``root`` with the hash of its content and its inode (a rewrite changes the inode)."""
-    return {str(p.relative_to(root)): (hashlib.sha1(p.read_bytes()).hexdigest(), p.stat().st_ino)
-            for p in sorted(root.rglob("*")) if p.is_file()}
-
-
-def _one_line_error(err: str) -> str:
-    lines = [ln for ln in err.splitlines() if ln.strip() and not ln.startswith("opformer: warning:")]
-    assert len(lines) == 1 and lines[0].startswith("opformer: error: "), err
-    assert "Traceback" not in err
-    return lines[0]
 
 
 def _stop_after_first_checkpoint(out: pathlib.Path) -> threading.Thread:
@@ -93,7 +79,7 @@ def test_resume_from_a_checkpoint_with_a_pickled_payload_runs_no_code(finished_r
     if force_unsafe:
         monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
     code = main(["train", str(tiny_config), "--epochs", "2", "--out", str(finished_run), "--resume", "--no-progress"])
-    line = _one_line_error(capsys.readouterr().err)
+    line = one_line_error(capsys.readouterr().err)
     assert code == 2 and "last.ckpt" in line and "refused" in line
     assert not marker.exists()
 
@@ -133,19 +119,19 @@ def test_overwrite_keeps_the_users_files_and_a_rejected_overwrite_deletes_nothin
     mine = ["notes.md", "checkpoints/mine.ckpt", "logs/mine.csv", "plots/mine.png"]
     for rel in mine:
         (finished_run / rel).write_text(f"the user's {rel}")
-    before = _tree(finished_run)
+    before = tree(finished_run)
     for bad in (["--lr", "-1e-3"], ["--data", str(tmp_path / "missing.h5")]):
         code = main(["train", str(tiny_config), "--out", str(finished_run), "--overwrite", "--no-progress", *bad])
         assert code == 2
-        _one_line_error(capsys.readouterr().err)
-        assert _tree(finished_run) == before, bad
+        one_line_error(capsys.readouterr().err)
+        assert tree(finished_run) == before, bad
     code = main(["train", str(tiny_config), "--epochs", "1", "--lr", "1e-3", "--out", str(finished_run),
                  "--overwrite", "--no-progress"])
     assert code == 0, capsys.readouterr().err
     for rel in mine:
         assert (finished_run / rel).read_text() == f"the user's {rel}"
     assert yaml.safe_load((finished_run / "config.yaml").read_text())["train"]["lr"] == 1e-3
-    assert _tree(finished_run)["metrics.json"] != before["metrics.json"]
+    assert tree(finished_run)["metrics.json"] != before["metrics.json"]
 
 
 # --- 3. one training per directory ---------------------------------------------------------------------------------
@@ -155,13 +141,13 @@ def test_a_directory_locked_by_a_running_training_is_refused_and_unchanged(finis
     refused with one line naming the holder, and no file changes."""
     from opformer.train.run import _locked_run_dir
 
-    before = _tree(finished_run)
+    before = tree(finished_run)
     with _locked_run_dir(finished_run):  # another open file description: flock conflicts as with another process
         for flag in ("--overwrite", "--resume"):
             code = main(["train", str(tiny_config), "--epochs", "1", "--out", str(finished_run), flag, "--no-progress"])
-            line = _one_line_error(capsys.readouterr().err)
+            line = one_line_error(capsys.readouterr().err)
             assert code == 2 and "in use by a running training" in line and f"pid {os.getpid()}" in line
-            assert _tree(finished_run) == {**before, ".lock": _tree(finished_run)[".lock"]}
+            assert tree(finished_run) == {**before, ".lock": tree(finished_run)[".lock"]}
     code = main(["train", str(tiny_config), "--epochs", "1", "--out", str(finished_run), "--overwrite",
                  "--no-progress"])
     assert code == 0, capsys.readouterr().err  # released when the holder ends
@@ -299,7 +285,7 @@ def test_an_output_directory_that_cannot_be_written_is_one_line(tiny_config, tmp
     a_file.write_text("x")
     out = {"proc": pathlib.Path("/proc/opformer-run"), "file": a_file, "under-a-file": a_file / "run"}[where]
     code = main(["train", str(tiny_config), "--epochs", "1", "--out", str(out), "--no-progress"])
-    line = _one_line_error(capsys.readouterr().err)
+    line = one_line_error(capsys.readouterr().err)
     assert code == 2 and str(out) in line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "tiny.yaml"] and a_file.read_text() == "x"
 
@@ -322,7 +308,7 @@ def test_bad_checkpoints_given_to_eval_and_predict_are_one_line(finished_run, bu
         for cmd in (["eval", str(ck), "--data", str(burgers_file)],
                     ["predict", str(ck), "--data", str(burgers_file), "--out", str(tmp_path / "p.npz")]):
             code = main(cmd)
-            line = _one_line_error(capsys.readouterr().err)
+            line = one_line_error(capsys.readouterr().err)
             assert code == 2 and ck.name in line, (name, cmd[0], line)
     assert not (tmp_path / "p.npz").exists()
 
@@ -331,11 +317,11 @@ def test_a_truncated_last_checkpoint_on_resume_is_one_line(finished_run, tiny_co
     """--resume from a truncated last.ckpt (a copy cut short) ends with one line naming it; nothing changes."""
     last = finished_run / "checkpoints" / "last.ckpt"
     last.write_bytes(last.read_bytes()[:3000])
-    before = _tree(finished_run)
+    before = tree(finished_run)
     code = main(["train", str(tiny_config), "--epochs", "2", "--out", str(finished_run), "--resume", "--no-progress"])
-    line = _one_line_error(capsys.readouterr().err)
+    line = one_line_error(capsys.readouterr().err)
     assert code == 2 and "last.ckpt" in line and "not a readable checkpoint" in line
-    assert _tree(finished_run) == before
+    assert tree(finished_run) == before
 
 
 def test_resume_keeps_the_earlier_history_and_says_nothing_about_deleting_it(tiny_config, tmp_path, capsys):
@@ -384,12 +370,12 @@ def test_resume_with_another_config_is_refused_without_config_yaml(finished_run,
     """With config.yaml gone, --resume compares against the run config stored in last.ckpt: a changed --lr is refused
     with the difference named."""
     (finished_run / "config.yaml").unlink()
-    before = _tree(finished_run)
+    before = tree(finished_run)
     code = main(["train", str(tiny_config), "--epochs", "1", "--lr", "1e-2", "--out", str(finished_run), "--resume",
                  "--no-progress"])
-    line = _one_line_error(capsys.readouterr().err)
+    line = one_line_error(capsys.readouterr().err)
     assert code == 2 and "train.lr: 0.003 -> 0.01" in line
-    assert _tree(finished_run) == before
+    assert tree(finished_run) == before
 
 
 def _cli(args, **kw):
@@ -423,7 +409,7 @@ def test_an_interrupted_training_says_where_its_checkpoint_is_and_holds_its_dire
         second = subprocess.run([PYTHON, "-m", "opformer", "train", str(tiny_config), "--out", str(out),
                                  "--overwrite", "--no-progress"], env=cli_env(), capture_output=True, text=True,
                                 timeout=120)
-        assert second.returncode == 2 and "in use by a running training" in _one_line_error(second.stderr)
+        assert second.returncode == 2 and "in use by a running training" in one_line_error(second.stderr)
         assert (out / "config.yaml").stat().st_ino == config and (out / "checkpoints" / "last.ckpt").exists()
         assert proc.poll() is None, "the training ended before it was interrupted"
         proc.send_signal(sig)
