@@ -230,6 +230,13 @@ def apply_overrides(cfg: dict, overrides: dict[str, Any]) -> tuple[dict, set]:
         section, name = (key.split(".", 1) if "." in key else (None, key))
         owners = _leaf_owners(cfg)
         if name == "name" or name not in owners:
+            elsewhere = _models_with_field(cfg, name) if name != "name" else []
+            if elsewhere:
+                model = cfg.get("model")
+                model = model.get("name") if isinstance(model, dict) else model
+                raise ConfigError(f"unknown option {flag(raw_key)}: not a field of this preset's model"
+                                  f"{f' ({model})' if model else ''}, but of {', '.join(elsewhere)} (pick one with "
+                                  "--model)")
             raise ConfigError(f"unknown option {flag(raw_key)}{suggest(name, owners, _helps(cfg))}")
         choices = [o for o in owners[name] if section is None or o[0] == section]
         if not choices:
@@ -260,6 +267,21 @@ def _model_dict(model: Any) -> dict:
         over = dict(model)
         return {**model_preset(over.pop("preset")), **over}
     return dict(model)
+
+
+def _models_with_field(cfg: dict, name: str) -> list[str]:
+    """The models of the config's task's dimension whose config has field ``name`` (for a flag the preset's model
+    lacks)."""
+    from ..models import MODELS
+    from ..tasks import get_task
+
+    try:
+        dim = getattr(get_task(cfg["task"]), "dim", None) if cfg.get("task") else None
+    except Exception:  # noqa: BLE001 - an unknown task is told elsewhere
+        dim = None
+    return sorted(m for m, cls in MODELS.items()
+                  if (dim is None or getattr(cls, "spatial_dim", dim) == dim)
+                  and name in {f.name for f in dataclasses.fields(cls.config_class)})
 
 
 def _pick_model(cfg: dict, value: Any) -> Any:

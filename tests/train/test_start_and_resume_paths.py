@@ -190,3 +190,8 @@ def test_a_model_of_the_wrong_dimension_is_refused_before_the_data_and_suggestio
     with pytest.raises(ConfigError) as info:
         apply_overrides(load_preset("burgers"), {"model": "xyz"})
     assert "any of fno1d, transformer1d with" in str(info.value)  # no 2D model offered for a 1D task
+
+
+def test_a_field_of_another_model_names_the_models_that_have_it():
+    with pytest.raises(ConfigError, match=r"--width: not a field of this preset's model \(burgers-gt\), but of fno1d"):
+        apply_overrides(load_preset("burgers-gt"), {"width": 8})
