@@ -279,10 +279,12 @@ def stride_for(found: int, wanted: Optional[int], *, nodes: bool, where: str) ->
             return (found - 1) // (wanted - 1)
     else:
         ok = sorted({found // s for s in range(1, found + 1) if found % s == 0 and found // s >= 4})
-        if wanted >= 1 and found % wanted == 0:
+        if wanted >= 4 and found % wanted == 0:  # (the smallest grid listed below)
             return found // wanted
-    raise DataError(f"--resolution {wanted} is not a stride of the {found} points stored in {where}; "
-                    f"possible: {', '.join(map(str, ok[::-1]))}")
+    least = 3 if nodes else 4
+    why = (f"is below the smallest grid of {least} points" if wanted < least
+           else f"is not a stride of the {found} points stored in {where}")
+    raise DataError(f"--resolution {wanted} {why}; possible: {', '.join(map(str, ok[::-1]))}")
 
 
 def sample_array(a: np.ndarray, dim: int, key: str, where: str) -> np.ndarray:

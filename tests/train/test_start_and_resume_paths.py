@@ -195,3 +195,13 @@ def test_a_model_of_the_wrong_dimension_is_refused_before_the_data_and_suggestio
 def test_a_field_of_another_model_names_the_models_that_have_it():
     with pytest.raises(ConfigError, match=r"--width: not a field of this preset's model \(burgers-gt\), but of fno1d"):
         apply_overrides(load_preset("burgers-gt"), {"width": 8})
+
+
+def test_a_resolution_below_the_smallest_grid_is_refused_as_the_list_says():
+    """The list of possible resolutions ends at 4 points on a cell grid; 2 was accepted all the same."""
+    from opformer.data.datasets import stride_for
+
+    with pytest.raises(DataError, match=r"--resolution 2 is below the smallest grid of 4 points; possible: 64, 32, "
+                                        r"16, 8, 4$"):
+        stride_for(64, 2, nodes=False, where="f.h5")
+    assert stride_for(64, 4, nodes=False, where="f.h5") == 16
