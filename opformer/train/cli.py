@@ -416,19 +416,11 @@ def _predict(args: argparse.Namespace) -> int:
     if args.batch_size < 1:
         return _fail(f"--batch-size must be >= 1, got {args.batch_size}")
     out = Path(args.out)
-    if out.is_file():  # replaced only when an earlier predict wrote it
-        import numpy as np
+    from .run import foreign_predict_out
 
-        if Path(args.data).is_file() and out.resolve() == Path(args.data).resolve():
-            return _fail(f"--out {out} is the --data file; give a new file name")
-        try:
-            with np.load(out) as held:
-                names = set(held.files)
-        except Exception:  # noqa: BLE001 - not a readable .npz: not a prediction file
-            names = set()
-        if not names or not names <= {"prediction", "rel_l2"}:
-            return _fail(f"--out {out} exists and is not a prediction file of opformer predict; give a new file "
-                         "name")
+    foreign = foreign_predict_out(out, args.data)  # replaced only when an earlier predict wrote it
+    if foreign is not None:
+        return _fail(f"--out {out} {foreign}; give a new file name")
     if args.save_pretrained:
         from ..tasks.artifact import check_save_directory
 

@@ -102,7 +102,8 @@ def check_out_dir(out: Path, cfg: dict, resume: bool, overwrite: bool, *, compar
         _check_writable(out)
         _check_not_running(out)
     existing = [name for name in RUN_FILES if (out / name).exists()]
-    if existing and not overwrite and not resume and _never_checkpointed(out):
+    if (existing and not overwrite and not resume and _never_checkpointed(out)
+            and _same_stored_run(out / "config.yaml", cfg, compare_model, fitted_train)):
         if locked:
             warnings.warn(f"{out} holds a run that stopped before its first checkpoint (nothing to resume): starting "
                           "it over")
@@ -137,11 +138,7 @@ def check_out_dir(out: Path, cfg: dict, resume: bool, overwrite: bool, *, compar
     if old is not None:
         if not isinstance(old, dict) or not isinstance(old.get("train"), dict):
             raise RunDirError(f"--resume: {source} holds no run config")
-        a, b = _config_for_comparison(absolute_data_paths(old)), _config_for_comparison(cfg)
-        if not compare_model:
-            a.pop("model", None), b.pop("model", None)
-            for key in fitted_train:
-                a.get("train", {}).pop(key, None), b.get("train", {}).pop(key, None)
+        a, b = _compared(old, cfg, compare_model, fitted_train)
         if a != b:
             hint = ""
             if a["train"].get("epochs") != b["train"].get("epochs"):
@@ -155,10 +152,35 @@ def check_out_dir(out: Path, cfg: dict, resume: bool, overwrite: bool, *, compar
     return last
 
 
+def _compared(old: dict, cfg: dict, compare_model: bool, fitted_train) -> tuple[dict, dict]:
+    """The stored run config ``old`` and the new ``cfg`` as compared for a resume (``compare_model=False``: without
+    the model section and the ``fitted_train`` fields, before the model is sized to the data)."""
+    a, b = _config_for_comparison(absolute_data_paths(old)), _config_for_comparison(cfg)
+    if not compare_model:
+        a.pop("model", None), b.pop("model", None)
+        for key in fitted_train:
+            a.get("train", {}).pop(key, None), b.get("train", {}).pop(key, None)
+    return a, b
+
+
+def _same_stored_run(path: Path, cfg: dict, compare_model: bool, fitted_train) -> bool:
+    """Whether ``path`` (a run directory's config.yaml) is the resolved config of this same run, as an earlier start
+    of the same command wrote it: not a user's own file that happens to be there."""
+    try:
+        old = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError):
+        return False
+    if not isinstance(old, dict) or not isinstance(old.get("train"), dict):
+        return False
+    a, b = _compared(old, cfg, compare_model, fitted_train)
+    return a == b
+
+
 def _never_checkpointed(out: Path) -> bool:
     """Whether ``out`` holds a run that stopped (a failure, Ctrl-C) before its first checkpoint: its config but no
-    checkpoint and no metrics; such a run is started over, as nothing of it can be resumed."""
-    return ((out / "config.yaml").exists() and not (out / "metrics.json").exists()
+    checkpoint and no metrics, and the lock file only a started run makes; such a run is started over, as nothing of
+    it can be resumed."""
+    return ((out / "config.yaml").exists() and (out / LOCK).exists() and not (out / "metrics.json").exists()
             and not any((out / "checkpoints").glob("*.ckpt")))
 
 
@@ -697,7 +719,10 @@ def check_hardware(t) -> None:
             raise ConfigError(f"--devices {text}: must be >= 1 (or auto)")
     elif text and all(part.strip().isdigit() for part in text.split(",") if part.strip()):
         count = len([part for part in text.split(",") if part.strip()])  # a list of GPU indices
-    if acc in ("gpu", "cuda") and count is not None and count > torch.cuda.device_count():
+    # under torchrun each process may see one GPU only (CUDA_VISIBLE_DEVICES per process): Lightning does not count
+    # them there either
+    launched = torch.distributed.is_available() and torch.distributed.is_torchelastic_launched()
+    if acc in ("gpu", "cuda") and count is not None and not launched and count > torch.cuda.device_count():
         raise ConfigError(f"--devices {text}: this machine has {torch.cuda.device_count()} GPU(s)")
     world = (count or 1) * t.num_nodes
     if world > 1 and t.batch_size % world:
@@ -980,6 +1005,23 @@ def evaluate(checkpoint, *, data: Optional[str] = None, keys=None, resolution: O
     return metrics
 
 
+def foreign_predict_out(out: Path, data) -> Optional[str]:
+    """Why ``opformer predict`` may not write ``out``, or None: it is the --data file, or a file that no earlier
+    predict wrote (an earlier prediction file is replaced)."""
+    if not out.is_file():
+        return None
+    if Path(str(data)).is_file() and out.resolve() == Path(str(data)).resolve():
+        return "is the --data file"
+    try:
+        with np.load(out) as held:
+            names = set(held.files)
+    except Exception:  # noqa: BLE001 - not a readable .npz: not a prediction file
+        names = set()
+    if not names or not names <= {"prediction", "rel_l2"}:
+        return "exists and is not a prediction file of opformer predict"
+    return None
+
+
 def predict(model, *, data: str, out, keys=None, resolution: Optional[int] = None, batch_size: int = 32,
             resample: str = "auto") -> dict:
     """Predictions of a trained model for every sample of ``data``, written to ``out`` (.npz) with the per-sample
@@ -993,6 +1035,9 @@ def predict(model, *, data: str, out, keys=None, resolution: Optional[int] = Non
     if out.exists() and out.is_dir():
         raise ConfigError(f"--out {out} is a directory; give a file name ending in .npz")
     _check_writable(out.parent, shown=out, error=ConfigError)
+    foreign = foreign_predict_out(out, data)
+    if foreign is not None:
+        raise ConfigError(f"--out {out} {foreign}; give a new file name")
     predictor = load(model, resample=resample)
     if predictor.time_dependent:  # a trajectory file: rolled out from each trajectory's first state(s)
         mode = " --mode autoregressive" if predictor.history > 1 else ""

@@ -125,6 +125,12 @@ def test_predict_checks_its_outputs_before_writing_any(burgers_runs, pairs_file,
         assert main([*predict, *args]) == 2
         assert text in one_line_error(capsys.readouterr().err)
         assert tree(tmp_path) == before
+    from opformer.train.run import predict as predict_in_python
+
+    for out in (data, pairs_file):  # the same from Python
+        with pytest.raises(ConfigError, match="is the --data file|is not a prediction file"):
+            predict_in_python(a, data=str(data), keys=["x", "y"], out=out)
+    assert tree(tmp_path) == before
     for _ in range(2):  # a prediction file and a saved model are replaced
         assert main([*predict, "--out", str(pred), "--save-pretrained", str(tmp_path / "m")]) == 0
     assert sorted(p.name for p in (tmp_path / "m").iterdir()) == ["config.json", "model.safetensors"]

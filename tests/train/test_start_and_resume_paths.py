@@ -73,6 +73,18 @@ def test_a_run_stopped_before_its_first_checkpoint_starts_over_with_the_same_com
         train(_cfg(tiny_config), tmp_path / "run", progress=False)
 
 
+def test_a_users_own_config_file_in_the_output_folder_is_never_replaced(tiny_config, tmp_path):
+    """A folder holding the user's own config.yaml (a preset to train from, `--out` that same folder) is not a run
+    that stopped early: refused as before, the file untouched."""
+    exp = tmp_path / "exp1"
+    exp.mkdir()
+    text = "# my notes\n" + tiny_config.read_text()
+    (exp / "config.yaml").write_text(text)
+    with pytest.raises(Exception, match="already holds a run"):
+        train(_cfg(exp / "config.yaml"), exp, progress=False)
+    assert (exp / "config.yaml").read_text() == text
+
+
 def test_a_start_the_machine_cannot_run_fails_before_anything_is_written(tiny_config, tmp_path):
     """A batch that the processes cannot share, --devices 0, or a GPU this machine lacks: a one-line error in the
     flags' terms, and no run directory."""
@@ -205,3 +217,22 @@ def test_a_resolution_below_the_smallest_grid_is_refused_as_the_list_says():
                                         r"16, 8, 4$"):
         stride_for(64, 2, nodes=False, where="f.h5")
     assert stride_for(64, 4, nodes=False, where="f.h5") == 16
+
+
+def test_a_torchrun_process_that_sees_one_gpu_is_not_refused(monkeypatch):
+    """Under torchrun each process may see only its own GPU: --devices 4 is not compared with the one it sees (as
+    Lightning does not); the batch must still divide over the processes."""
+    import torch
+
+    from opformer.config import TrainConfig
+    from opformer.train.run import check_hardware
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.distributed, "is_torchelastic_launched", lambda: True)
+    check_hardware(TrainConfig(accelerator="gpu", devices=4, batch_size=8))
+    with pytest.raises(ConfigError, match="--batch-size 6 is not divisible by the 4 processes"):
+        check_hardware(TrainConfig(accelerator="gpu", devices=4, batch_size=6))
+    monkeypatch.setattr(torch.distributed, "is_torchelastic_launched", lambda: False)
+    with pytest.raises(ConfigError, match="--devices 4: this machine has 1 GPU"):
+        check_hardware(TrainConfig(accelerator="gpu", devices=4, batch_size=8))
