@@ -724,10 +724,15 @@ def check_hardware(t) -> None:
     launched = torch.distributed.is_available() and torch.distributed.is_torchelastic_launched()
     if acc in ("gpu", "cuda") and count is not None and not launched and count > torch.cuda.device_count():
         raise ConfigError(f"--devices {text}: this machine has {torch.cuda.device_count()} GPU(s)")
-    world = (count or 1) * t.num_nodes
+    if launched and os.environ.get("WORLD_SIZE", "").isdigit():  # the launcher's count is the one that holds
+        world, how = int(os.environ["WORLD_SIZE"]), "of the launch"
+    else:
+        if count is None:  # auto, -1: every GPU of the node where one is used, else one process
+            count = max(1, torch.cuda.device_count()) if _uses_gpu(t) and torch.cuda.is_available() else 1
+        world, how = count * t.num_nodes, f"(--devices {t.devices} x --num-nodes {t.num_nodes})"
     if world > 1 and t.batch_size % world:
-        raise ConfigError(f"--batch-size {t.batch_size} is not divisible by the {world} processes (--devices "
-                          f"{t.devices} x --num-nodes {t.num_nodes}): each process takes an equal share of a batch")
+        raise ConfigError(f"--batch-size {t.batch_size} is not divisible by the {world} processes {how}: each "
+                          "process takes an equal share of a batch")
 
 
 def _process_group_exists() -> bool:

@@ -230,9 +230,15 @@ def test_a_torchrun_process_that_sees_one_gpu_is_not_refused(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     monkeypatch.setattr(torch.distributed, "is_torchelastic_launched", lambda: True)
+    monkeypatch.setenv("WORLD_SIZE", "4")
     check_hardware(TrainConfig(accelerator="gpu", devices=4, batch_size=8))
-    with pytest.raises(ConfigError, match="--batch-size 6 is not divisible by the 4 processes"):
+    with pytest.raises(ConfigError, match="--batch-size 6 is not divisible by the 4 processes of the launch"):
         check_hardware(TrainConfig(accelerator="gpu", devices=4, batch_size=6))
+    monkeypatch.delenv("WORLD_SIZE")
     monkeypatch.setattr(torch.distributed, "is_torchelastic_launched", lambda: False)
     with pytest.raises(ConfigError, match="--devices 4: this machine has 1 GPU"):
         check_hardware(TrainConfig(accelerator="gpu", devices=4, batch_size=8))
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 3)  # auto: every GPU of the node
+    with pytest.raises(ConfigError, match=r"--batch-size 8 is not divisible by the 3 processes \(--devices auto"):
+        check_hardware(TrainConfig(accelerator="gpu", devices="auto", batch_size=8))
+    check_hardware(TrainConfig(accelerator="cpu", devices="auto", batch_size=8))  # one process on the CPU
