@@ -101,7 +101,9 @@ class UnitGaussianNormalizer(torch.nn.Module):
         """Fit on ``x`` of shape ``(n_samples, *grid, channels)`` (statistics in float64, unbiased std)."""
         x = torch.as_tensor(np.asarray(x), dtype=torch.float64)
         if x.ndim < 2 or x.shape[0] < 2:
-            raise DataError(f"a normalizer needs at least 2 training samples, found shape {tuple(x.shape)}")
+            raise DataError(f"the inputs are standardized with the training samples' mean and spread, which needs at "
+                            f"least 2 training samples; the training split has {x.shape[0] if x.ndim else 0} (more "
+                            "samples, or a smaller --n-val/--n-test)")
         if per_point:
             return cls(x.mean(0), x.std(0), eps, nodes, kind=kind, axes=axes)
         flat = x.reshape(-1, x.shape[-1])
