@@ -94,14 +94,19 @@ def _not_a_checkpoint(path: Path) -> Optional[tuple[str, bool]]:
     return "a file that torch.save did not write", False
 
 
-def read_checkpoint(path: Union[str, os.PathLike]) -> dict:
-    """``torch.load(path, weights_only=True)`` with errors in the user's terms (a pickled object is refused)."""
+def read_checkpoint(path: Union[str, os.PathLike], *, as_model: bool = False) -> dict:
+    """``torch.load(path, weights_only=True)`` with errors in the user's terms (a pickled object is refused).
+    ``as_model``: ``path`` was given as a model (:func:`load`), and a file that torch.save did not write is told as
+    not being one."""
     path = Path(path)
     if not path.exists():
         raise LoadError(f"{path}: no such file or directory")
     if path.is_dir():
         raise LoadError(f"{path}: is a directory without config.json and model.safetensors")
     problem = _not_a_checkpoint(path)
+    if problem is not None and as_model and not problem[1]:
+        raise LoadError(f"{path} is not a model ({problem[0]}): expected a .ckpt checkpoint, a training's run "
+                        "directory or a save_pretrained directory")
     if problem is not None:
         raise LoadError(f"{path}: not a readable checkpoint ({problem[0]})")
     ck = safe_torch_load(path, LoadError, unreadable="not a readable checkpoint",
@@ -536,11 +541,7 @@ def load(path: Union[str, os.PathLike], device: Optional[Union[str, torch.device
             raise LoadError(f"{weights}: not a readable safetensors file ({exc})") from None
         run_config = None
     else:
-        problem = _not_a_checkpoint(path)
-        if problem is not None and not problem[1]:
-            raise LoadError(f"{path} is not a model ({problem[0]}): expected a .ckpt checkpoint, a training's run "
-                            "directory or a save_pretrained directory")
-        ck = read_checkpoint(path)
+        ck = read_checkpoint(path, as_model=True)
         artifact = _check_artifact(ck.get("opformer"), path)
         run_config = ck.get("run_config")
         prefix = "operator."

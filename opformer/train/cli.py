@@ -415,12 +415,7 @@ def _predict(args: argparse.Namespace) -> int:
     keep_freed_memory()
     if args.batch_size < 1:
         return _fail(f"--batch-size must be >= 1, got {args.batch_size}")
-    out = Path(args.out)
-    from .run import foreign_predict_out
-
-    foreign = foreign_predict_out(out, args.data)  # replaced only when an earlier predict wrote it
-    if foreign is not None:
-        return _fail(f"--out {out} {foreign}; give a new file name")
+    out = Path(args.out)  # (predict refuses an --out it would write over before reading anything)
     if args.save_pretrained:
         from ..tasks.artifact import check_save_directory
 

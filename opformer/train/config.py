@@ -269,6 +269,14 @@ def _model_dict(model: Any) -> dict:
     return dict(model)
 
 
+def _models_of_dim(task) -> list[str]:
+    """The registered models of ``task``'s spatial dimension (all of them without a task)."""
+    from ..models import MODELS
+
+    dim = getattr(task, "dim", None)
+    return sorted(m for m, cls in MODELS.items() if dim is None or getattr(cls, "spatial_dim", dim) == dim)
+
+
 def _models_with_field(cfg: dict, name: str) -> list[str]:
     """The models of the config's task's dimension whose config has field ``name`` (for a flag the preset's model
     lacks)."""
@@ -276,12 +284,10 @@ def _models_with_field(cfg: dict, name: str) -> list[str]:
     from ..tasks import get_task
 
     try:
-        dim = getattr(get_task(cfg["task"]), "dim", None) if cfg.get("task") else None
+        task = get_task(cfg["task"]) if cfg.get("task") else None
     except Exception:  # noqa: BLE001 - an unknown task is told elsewhere
-        dim = None
-    return sorted(m for m, cls in MODELS.items()
-                  if (dim is None or getattr(cls, "spatial_dim", dim) == dim)
-                  and name in {f.name for f in dataclasses.fields(cls.config_class)})
+        task = None
+    return [m for m in _models_of_dim(task) if name in {f.name for f in dataclasses.fields(MODELS[m].config_class)}]
 
 
 def _pick_model(cfg: dict, value: Any) -> Any:
@@ -294,11 +300,11 @@ def _pick_model(cfg: dict, value: Any) -> Any:
         return copy.deepcopy(task.models[value])
     if value in MODEL_PRESETS:
         return value
-    dim = getattr(task, "dim", None)
-    fits = sorted(m for m in MODELS if dim is None or getattr(MODELS[m], "spatial_dim", dim) == dim)
+    fits = _models_of_dim(task)
     if value in MODELS:
         if value not in fits:
-            raise ConfigError(f"--model {value}: a {MODELS[value].spatial_dim}D model, but task {task.name} is {dim}D "
+            raise ConfigError(f"--model {value}: a {MODELS[value].spatial_dim}D model, but task {task.name} is "
+                              f"{task.dim}D "
                               f"(its models: {', '.join(sorted(task.models))}; any of {', '.join(fits)})")
         return {"name": value}
     known = sorted(task.models) if task else []

@@ -77,11 +77,11 @@ def rollout_file(model, *, data, mode="direct", step: Optional[float] = None, ti
         if value is not None and value < least:
             raise SettingError(f"{name} must be >= {least}, got {value}", f"--{name} must be >= {least}, got {value}")
     if out is not None:  # checked before the model is loaded and the data read (a file there is refused too)
-        from .run import _check_writable
+        from .run import _check_writable, training_run_files
 
         out = Path(out)
         _check_writable(out, error=ConfigError)
-        held = [name for name in ("config.yaml", "checkpoints") if (out / name).exists()]
+        held = training_run_files(out)
         if not held and (out / "predictions.npz").exists() and not (out / "rollout.json").exists():
             held = ["a predictions.npz that no rollout wrote"]
         if held:

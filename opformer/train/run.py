@@ -357,9 +357,10 @@ class _TrainLoader(DataLoader):
             self.batches.set_epoch(int(state["epoch"]))
 
     def __iter__(self):
-        if self.num_workers > 0 and not int((self.batches.resume or {}).get("batches", 0)) > 0:
+        inside = int((self.batches.resume or {}).get("batches", 0)) > 0  # a pass that resumes inside an epoch
+        if self.num_workers > 0 and not inside:
             _draw_like_one_process()
-        if self.generator is None and int((self.batches.resume or {}).get("batches", 0)) > 0:
+        if self.generator is None and inside:
             # a pass that resumes inside an epoch: its iterator draws its seed from a generator of its own, not from
             # torch's, which the checkpoint restored as it was after the last step (the uninterrupted run drew this
             # number at the epoch's start); the dropout masks that follow are then the uninterrupted run's
@@ -941,12 +942,17 @@ def _trajectory_counts(bundle) -> dict:
     return {"trajectories": {split: int(t.shape[0]) for split, t in sets.items()}}
 
 
+def training_run_files(out: Path) -> list[str]:
+    """The files of a training run that ``out`` holds (an output folder of eval or rollout must hold none)."""
+    return [name for name in ("config.yaml", "checkpoints") if (out / name).exists()]
+
+
 def foreign_eval_out(out: Path) -> Optional[str]:
     """Why ``opformer eval`` may not write into ``out``, or None: it holds a training run, or a metrics.json or
     plots/predictions.png that no earlier eval wrote (an earlier eval's output is replaced)."""
     if not out.is_dir():
         return None  # a new directory (a file there is refused when the evaluation starts)
-    held = [name for name in ("config.yaml", "checkpoints") if (out / name).exists()]
+    held = training_run_files(out)
     if held:
         return f"holds a training run ({', '.join(held)})"
     metrics = out / "metrics.json"
@@ -1054,7 +1060,7 @@ def predict(model, *, data: str, out, keys=None, resolution: Optional[int] = Non
     has_target = len(keys) == 2
     if has_target:
         try:
-            open_source(data, keys)
+            pairs = open_source(data, keys)
         except DataError:
             has_target = False  # no target array in the file: predictions only
     summary = {"model": str(model), "data": str(data), "n": 0}
@@ -1064,7 +1070,7 @@ def predict(model, *, data: str, out, keys=None, resolution: Optional[int] = Non
         preds, errs = predictor.evaluate(bundle.datasets["test"], batch_size)
         # the layout of the file's target array: a channel axis of size 1 only where it has one (as Predictor.predict
         # keeps the layout of its inputs)
-        channels = len(open_source(data, keys).shapes[keys[1]]) > predictor.task.dim + 1
+        channels = len(pairs.shapes[keys[1]]) > predictor.task.dim + 1
         arrays = {"prediction": preds[..., 0] if preds.shape[-1] == 1 and not channels else preds, "rel_l2": errs}
         summary.update(n=len(errs), test_rel_l2=float(np.mean(errs)))
     else:
