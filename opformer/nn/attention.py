@@ -242,24 +242,22 @@ def _chunked(kernel: Kernel, chunk: int, q: Tensor, k: Tensor, v: Tensor, weight
 # between them (the affine maps, scale, dropout, W_q, W_o) is ordinary autograd on small matrices.
 
 
-def _head_gram(a: Tensor, b: Tensor) -> Tensor:
-    """sum_n a[., n, h]^T b[., n, h] per batch element and head: (batch, n, heads, d1), (batch, n, heads, d2) ->
-    (batch, heads, d1, d2).  One matrix product per batch element and head on strided views (no copies; on CPU
-    this is faster than batched products over such views)."""
-    out = a.new_empty(a.shape[0], a.shape[2], a.shape[3], b.shape[3])
-    for i in range(a.shape[0]):
-        for j in range(a.shape[2]):
-            torch.mm(a[i, :, j].t(), b[i, :, j], out=out[i, j])
+def _head_gram(a: Tensor, b: Tensor, out: Tensor) -> Tensor:
+    """sum_n a[n, h]^T b[n, h] per head into ``out``: (n, heads, d1), (n, heads, d2) -> (heads, d1, d2).  One matrix
+    product per head on strided views (no copies; on CPU this is faster than batched products over such views)."""
+    for j in range(a.shape[1]):
+        torch.mm(a[:, j].t(), b[:, j], out=out[j])
     return out
 
 
 def _head_apply(a: Tensor, m: Tensor) -> Tensor:
     """a[., n, h] @ m[., h] per batch element and head: (batch, n, heads, d1), (batch, heads, d1, d2) ->
-    (batch, n, heads, d2), written in that layout (one product per batch element and head, then a strided copy)."""
+    (batch, n, heads, d2), written in that layout (one product per batch element and head, straight into the
+    strided rows of its head: BLAS takes a leading dimension)."""
     out = a.new_empty(a.shape[0], a.shape[1], a.shape[2], m.shape[3])
     for i in range(a.shape[0]):
         for j in range(a.shape[2]):
-            out[i, :, j] = torch.mm(a[i, :, j], m[i, j])
+            torch.mm(a[i, :, j], m[i, j], out=out[i, :, j])
     return out
 
 
@@ -332,19 +330,25 @@ class _KVMoments(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, wk, bk, wv, bv, pos1, w, heads: int, eps: Optional[float]):
         b, n, dm = x.shape
-        k = F.linear(x, wk, bk).view(b, n, heads, -1)
-        v = F.linear(x, wv, bv).view(b, n, heads, -1)
+        d = dm // heads
+        k, v = x.new_empty(b, n, heads, d), x.new_empty(b, n, heads, d)
         rk = rv = None
         if eps is not None:
-            rk, rv = _rms_rstd(k, eps), _rms_rstd(v, eps)
-            k.mul_(rk)
-            v.mul_(rv)
-        kw = k if w is None else k * w[:, :, None, None]
-        r_kv = _head_gram(kw, v)
-        del kw
-        p1w = (pos1 if w is None else pos1 * w[..., None]).transpose(1, 2)
-        r_1k = torch.bmm(p1w, k.view(b, n, dm))
-        r_1v = torch.bmm(p1w, v.view(b, n, dm))
+            rk, rv = x.new_empty(b, n, heads, 1), x.new_empty(b, n, heads, 1)
+        r_kv = x.new_empty(b, heads, d, d)
+        r_1k, r_1v = x.new_empty(b, pos1.shape[-1], dm), x.new_empty(b, pos1.shape[-1], dm)
+        wkt, wvt = wk.t(), wv.t()
+        for i in range(b):  # one batch element at a time: its blocks stay in cache between the passes over them
+            ki = torch.addmm(bk, x[i], wkt, out=k[i].view(n, dm)).view(n, heads, d)
+            vi = torch.addmm(bv, x[i], wvt, out=v[i].view(n, dm)).view(n, heads, d)
+            if eps is not None:
+                for t, r in ((ki, rk), (vi, rv)):
+                    r[i] = _rms_rstd(t, eps)
+                    t.mul_(r[i])
+            _head_gram(ki if w is None else ki * w[i, :, None, None], vi, r_kv[i])
+            p1w = (pos1[i] if w is None else pos1[i] * w[i, :, None]).t()
+            torch.mm(p1w, ki.view(n, dm), out=r_1k[i])
+            torch.mm(p1w, vi.view(n, dm), out=r_1v[i])
         ctx.save_for_backward(x, wk, wv, k, v, rk, rv, pos1, w)
         ctx.normalized = eps is not None
         return r_kv, r_1k, r_1v
@@ -408,22 +412,31 @@ class _SoftKVMoments(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, wk, bk, wv, bv, g, c, left, w, heads: int, eps: Optional[float]):
         b, n, dm = x.shape
-        k = F.linear(x, wk, bk)
-        v = F.linear(x, wv, bv)
+        d = dm // heads
+        k, v, e = x.new_empty(b, n, dm), x.new_empty(b, n, dm), x.new_empty(b, n, dm)
         rk = rv = None
         if eps is not None:
-            rk, rv = _rms_rstd(k.view(b, n, heads, -1), eps), _rms_rstd(v.view(b, n, heads, -1), eps)
-            k.view(b, n, heads, -1).mul_(rk)
-            v.view(b, n, heads, -1).mul_(rv)
-        lo, hi = k.amin(1), k.amax(1)  # per batch and column: the largest g * K^ over the points (not aminmax: slow)
-        # the shift (+ c) is constant per column and cancels in the softmax: E = exp(g K^ + c - (shift + c))
-        shift = torch.where(g >= 0, g * hi, g * lo)
-        e = torch.addcmul(-shift.unsqueeze(1), k, g).exp_()
-        ew = e if w is None else e * w[..., None]
-        r_ev = _head_gram(ew.view(b, n, heads, -1), v.view(b, n, heads, -1))
-        del ew
-        lw = (left if w is None else left * w[..., None]).transpose(1, 2)
-        r_le, r_lv = torch.bmm(lw, e), torch.bmm(lw, v)
+            rk, rv = x.new_empty(b, n, heads, 1), x.new_empty(b, n, heads, 1)
+        r_ev = x.new_empty(b, heads, d, d)
+        r_le, r_lv = x.new_empty(b, left.shape[-1], dm), x.new_empty(b, left.shape[-1], dm)
+        wkt, wvt = wk.t(), wv.t()
+        for i in range(b):  # one batch element at a time: its blocks stay in cache between the passes over them
+            ki = torch.addmm(bk, x[i], wkt, out=k[i])
+            vi = torch.addmm(bv, x[i], wvt, out=v[i])
+            if eps is not None:
+                for t, r in ((ki, rk), (vi, rv)):
+                    r[i] = _rms_rstd(t.view(n, heads, d), eps)
+                    t.view(n, heads, d).mul_(r[i])
+            # the shift is constant per column and cancels in the softmax: E = exp(g K^ + c - (shift + c)), with
+            # shift the largest g * K^ over the points (amin/amax, not aminmax: slow)
+            shift = torch.where(g >= 0, g * ki.amax(0), g * ki.amin(0))
+            ei = torch.addcmul(shift.neg_(), ki, g, out=e[i]).exp_()
+            ew = ei if w is None else ei * w[i, :, None]
+            _head_gram(ew.view(n, heads, d), vi.view(n, heads, d), r_ev[i])
+            del ew
+            lw = (left[i] if w is None else left[i] * w[i, :, None]).t()
+            torch.mm(lw, ei, out=r_le[i])
+            torch.mm(lw, vi, out=r_lv[i])
         ctx.save_for_backward(x, wk, wv, k, v, e, rk, rv, g, left, w)
         ctx.heads, ctx.normalized = heads, eps is not None
         return r_ev, r_le, r_lv
@@ -470,20 +483,24 @@ class _FeatureSoftmaxOut(torch.autograd.Function):
     def forward(ctx, x, wq, bq, pos, a_q, a_p, c_vec, heads: int, residual: bool):
         b, n, dm = x.shape
         p = pos.shape[-1]
-        q = F.linear(x, wq, bq).view(b, n, heads, -1)
-        m = q.amax(-1, keepdim=True)
-        if p > 0:
-            m = torch.maximum(m, pos.amax(-1)[:, :, None, None])
-        q.sub_(m).exp_()
-        e_p = (pos[:, :, None, :] - m).exp_()  # (batch, n, heads, p)
-        den = q.sum(-1, keepdim=True).add_(e_p.sum(-1, keepdim=True))
-        qs = q.div_(den)
-        qs_p = e_p.div_(den)
-        out = torch.baddbmm(c_vec.unsqueeze(1), qs.view(b, n, dm), a_q)
-        if p > 0:
-            torch.baddbmm(out, qs_p.view(b, n, heads * p), a_p, out=out)
-        if residual:
-            out.add_(x)
+        qs, qs_p = x.new_empty(b, n, heads, dm // heads), x.new_empty(b, n, heads, p)
+        out = x.new_empty(b, n, dm)
+        wqt = wq.t()
+        for i in range(b):  # one batch element at a time: its blocks stay in cache between the passes over them
+            q = torch.addmm(bq, x[i], wqt, out=qs[i].view(n, dm)).view(n, heads, -1)
+            m = q.amax(-1, keepdim=True)
+            if p > 0:
+                m = torch.maximum(m, pos[i].amax(-1)[:, None, None])
+            q.sub_(m).exp_()
+            e_p = torch.sub(pos[i][:, None, :], m, out=qs_p[i]).exp_()  # (n, heads, p)
+            den = q.sum(-1, keepdim=True).add_(e_p.sum(-1, keepdim=True))
+            q.div_(den)
+            e_p.div_(den)
+            oi = torch.addmm(c_vec[i], q.view(n, dm), a_q[i], out=out[i])
+            if p > 0:
+                torch.addmm(oi, e_p.view(n, heads * p), a_p[i], out=oi)
+            if residual:
+                oi.add_(x[i])
         ctx.save_for_backward(x, wq, qs, qs_p, a_q, a_p)
         ctx.residual = residual
         return out

@@ -29,8 +29,13 @@ class _ReluFFNResidual(torch.autograd.Function):
     @staticmethod
     def forward(ctx, y, w1, b1, w2, b2):
         y2 = y.reshape(-1, y.shape[-1])
-        hidden = torch.addmm(b1, y2, w1.t()).relu_()
-        out = torch.addmm(y2, hidden, w2.t()).add_(b2)
+        rows, width = y2.shape[0], w1.shape[0]
+        hidden, out = y2.new_empty(rows, width), torch.empty_like(y2)
+        chunk = max(1, min(rows, _CHUNK_ELEMENTS // width))
+        for s in range(0, rows, chunk):  # a block of rows at a time: each block stays in cache between its passes
+            e = min(s + chunk, rows)
+            h = torch.addmm(b1, y2[s:e], w1.t(), out=hidden[s:e]).relu_()
+            torch.addmm(y2[s:e], h, w2.t(), out=out[s:e]).add_(b2)
         ctx.save_for_backward(y2, hidden, w1, w2)
         ctx.shape = y.shape
         return out.view(y.shape)
