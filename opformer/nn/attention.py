@@ -277,17 +277,34 @@ def _rms_backward_(g: Tensor, y: Tensor, rstd: Tensor) -> Tensor:
 # Accumulating products are written ``torch.addmm(c, a, b, out=c)`` rather than ``c.addmm_(a, b)``: the same BLAS
 # call, but the in-place op is a different operator that torch.utils.flop_counter does not count.
 
-#: elements of a backward temporary formed at once (a block of rows of one batch element): 1M, 4 MiB in float32
-_CHUNK_ELEMENTS = 1 << 20
+#: elements of an n-sized temporary formed at once (a block of rows of one batch element, or a group of whole batch
+#: elements when n is small): 256K, 1 MiB in float32, about a core's L2 cache (1M was 2-3 % slower at n = 8192 on a
+#: Zen 4, docs/benchmarks.md)
+_CHUNK_ELEMENTS = 1 << 18
 
 
-def _row_blocks(x: Tensor):
-    """(batch index, first row, end row) of blocks of about :data:`_CHUNK_ELEMENTS` elements of x (batch, n, d)."""
+def _row_blocks(x: Tensor, whole: bool = False):
+    """Blocks of about :data:`_CHUNK_ELEMENTS` elements of x (batch, n, d) as (first batch index, end batch index,
+    first row, end row): a group of whole batch elements where n rows fit in a block, else blocks of rows of one
+    batch element (``whole=True``: one whole batch element however large).  The forward passes go a block at a
+    time so that each block stays in cache between the passes over it; the backward forms its temporaries a block
+    at a time."""
     b, n, dm = x.shape
     rows = max(1, _CHUNK_ELEMENTS // max(dm, 1))
-    for i in range(b):
-        for s in range(0, n, rows):
-            yield i, s, min(s + rows, n)
+    if n <= rows or whole:
+        per = max(1, rows // max(n, 1))
+        for i in range(0, b, per):
+            yield i, min(i + per, b), 0, n
+    else:
+        for i in range(b):
+            for s in range(0, n, rows):
+                yield i, i + 1, s, min(s + rows, n)
+
+
+def _rows2d(t: Tensor, i0: int, i1: int, s: int, e: int) -> Tensor:
+    """The rows t[i0:i1, s:e] of a (batch, n, ...) tensor as one (rows, -1) matrix (a view: a block is whole batch
+    elements or rows of one)."""
+    return t[i0:i1, s:e].reshape((i1 - i0) * (e - s), -1)
 
 
 class _ProjectionGrads:
@@ -296,21 +313,22 @@ class _ProjectionGrads:
 
     def __init__(self, x: Tensor, wk: Tensor, wv: Tensor, need):
         self.x, self.wk, self.wv = x, wk, wv
-        self.dx = torch.empty_like(x) if need[0] else None
+        self.dx = x.new_empty(x.shape) if need[0] else None
         self.dwk = torch.zeros_like(wk) if need[1] else None
         self.dbk = x.new_zeros(wk.shape[0]) if need[2] else None
         self.dwv = torch.zeros_like(wv) if need[3] else None
         self.dbv = x.new_zeros(wv.shape[0]) if need[4] else None
 
-    def add(self, i: int, s: int, e: int, gk: Tensor, gv: Tensor) -> None:
-        gk, gv = gk.reshape(e - s, -1), gv.reshape(e - s, -1)
-        xs = self.x[i, s:e]
+    def add(self, blk: tuple[int, int, int, int], gk: Tensor, gv: Tensor) -> None:
+        m = (blk[1] - blk[0]) * (blk[3] - blk[2])
+        gk, gv = gk.reshape(m, -1), gv.reshape(m, -1)
+        xs = _rows2d(self.x, *blk)
         if self.dx is not None:
-            blk = torch.mm(gk, self.wk, out=self.dx[i, s:e])
-            torch.addmm(blk, gv, self.wv, out=blk)
+            dx = torch.mm(gk, self.wk, out=_rows2d(self.dx, *blk))
+            torch.addmm(dx, gv, self.wv, out=dx)
         for dw, db, g in ((self.dwk, self.dbk, gk), (self.dwv, self.dbv, gv)):
             if dw is not None:
-                dw += torch.mm(g.t(), xs)
+                torch.addmm(dw, g.t(), xs, out=dw)
             if db is not None:
                 db += g.sum(0)
 
@@ -338,17 +356,22 @@ class _KVMoments(torch.autograd.Function):
         r_kv = x.new_empty(b, heads, d, d)
         r_1k, r_1v = x.new_empty(b, pos1.shape[-1], dm), x.new_empty(b, pos1.shape[-1], dm)
         wkt, wvt = wk.t(), wv.t()
-        for i in range(b):  # one batch element at a time: its blocks stay in cache between the passes over them
-            ki = torch.addmm(bk, x[i], wkt, out=k[i].view(n, dm)).view(n, heads, d)
-            vi = torch.addmm(bv, x[i], wvt, out=v[i].view(n, dm)).view(n, heads, d)
+        for blk in _row_blocks(x, whole=True):
+            i0, i1 = blk[:2]
+            xs = _rows2d(x, *blk)
+            kb = torch.addmm(bk, xs, wkt, out=_rows2d(k, *blk)).view(i1 - i0, n, heads, d)
+            vb = torch.addmm(bv, xs, wvt, out=_rows2d(v, *blk)).view(i1 - i0, n, heads, d)
             if eps is not None:
-                for t, r in ((ki, rk), (vi, rv)):
-                    r[i] = _rms_rstd(t, eps)
-                    t.mul_(r[i])
-            _head_gram(ki if w is None else ki * w[i, :, None, None], vi, r_kv[i])
-            p1w = (pos1[i] if w is None else pos1[i] * w[i, :, None]).t()
-            torch.mm(p1w, ki.view(n, dm), out=r_1k[i])
-            torch.mm(p1w, vi.view(n, dm), out=r_1v[i])
+                for t, r in ((kb, rk), (vb, rv)):
+                    r[i0:i1] = _rms_rstd(t, eps)
+                    t.mul_(r[i0:i1])
+            kw = kb if w is None else kb * w[i0:i1, :, None, None]
+            for i in range(i1 - i0):
+                _head_gram(kw[i], vb[i], r_kv[i0 + i])
+            del kw
+            p1w = (pos1[i0:i1] if w is None else pos1[i0:i1] * w[i0:i1, :, None]).transpose(1, 2)
+            torch.bmm(p1w, kb.view(i1 - i0, n, dm), out=r_1k[i0:i1])
+            torch.bmm(p1w, vb.view(i1 - i0, n, dm), out=r_1v[i0:i1])
         ctx.save_for_backward(x, wk, wv, k, v, rk, rv, pos1, w)
         ctx.normalized = eps is not None
         return r_kv, r_1k, r_1v
@@ -358,18 +381,19 @@ class _KVMoments(torch.autograd.Function):
         x, wk, wv, k, v, rk, rv, pos1, w = ctx.saved_tensors
         d_kt, d_kv = d_kv.transpose(-1, -2).contiguous(), d_kv.contiguous()
         acc = _ProjectionGrads(x, wk, wv, ctx.needs_input_grad)
-        for i, s, e in _row_blocks(x):
-            rows = (slice(i, i + 1), slice(s, e))
-            gk = _head_apply(v[rows], d_kt[i : i + 1])  # dK^ = V^ dR^T per head (dV^ = K^ dR)
-            gv = _head_apply(k[rows], d_kv[i : i + 1])
+        for blk in _row_blocks(x):
+            i0, i1, s, e = blk
+            rows = (slice(i0, i1), slice(s, e))
+            gk = _head_apply(v[rows], d_kt[i0:i1])  # dK^ = V^ dR^T per head (dV^ = K^ dR)
+            gv = _head_apply(k[rows], d_kv[i0:i1])
             for g, this, d_1, r in ((gk, k, d_1k, rk), (gv, v, d_1v, rv)):
-                g3 = g.view(1, e - s, -1)
-                torch.baddbmm(g3, pos1[rows], d_1[i : i + 1], out=g3)
+                g3 = g.view(i1 - i0, e - s, -1)
+                torch.baddbmm(g3, pos1[rows], d_1[i0:i1], out=g3)
                 if w is not None:
                     g.mul_(w[rows][..., None, None])
                 if ctx.normalized:
                     _rms_backward_(g, this[rows], r[rows])
-            acc.add(i, s, e, gk, gv)
+            acc.add(blk, gk, gv)
         return (*acc.result(), None, None, None, None)
 
 
@@ -420,23 +444,27 @@ class _SoftKVMoments(torch.autograd.Function):
         r_ev = x.new_empty(b, heads, d, d)
         r_le, r_lv = x.new_empty(b, left.shape[-1], dm), x.new_empty(b, left.shape[-1], dm)
         wkt, wvt = wk.t(), wv.t()
-        for i in range(b):  # one batch element at a time: its blocks stay in cache between the passes over them
-            ki = torch.addmm(bk, x[i], wkt, out=k[i])
-            vi = torch.addmm(bv, x[i], wvt, out=v[i])
+        for blk in _row_blocks(x, whole=True):
+            i0, i1 = blk[:2]
+            bb = i1 - i0
+            xs = _rows2d(x, *blk)
+            kb = torch.addmm(bk, xs, wkt, out=_rows2d(k, *blk)).view(bb, n, dm)
+            vb = torch.addmm(bv, xs, wvt, out=_rows2d(v, *blk)).view(bb, n, dm)
             if eps is not None:
-                for t, r in ((ki, rk), (vi, rv)):
-                    r[i] = _rms_rstd(t.view(n, heads, d), eps)
-                    t.view(n, heads, d).mul_(r[i])
-            # the shift is constant per column and cancels in the softmax: E = exp(g K^ + c - (shift + c)), with
-            # shift the largest g * K^ over the points (amin/amax, not aminmax: slow)
-            shift = torch.where(g >= 0, g * ki.amax(0), g * ki.amin(0))
-            ei = torch.addcmul(shift.neg_(), ki, g, out=e[i]).exp_()
-            ew = ei if w is None else ei * w[i, :, None]
-            _head_gram(ew.view(n, heads, d), vi.view(n, heads, d), r_ev[i])
+                for t, r in ((kb, rk), (vb, rv)):
+                    r[i0:i1] = _rms_rstd(t.view(bb, n, heads, d), eps)
+                    t.view(bb, n, heads, d).mul_(r[i0:i1])
+            # the shift is constant per batch element and column and cancels in the softmax over the points:
+            # E = exp(g K^ + c - (shift + c)), shift the largest g * K^ over the points (amin/amax: aminmax is slow)
+            shift = torch.where(g >= 0, g * kb.amax(1), g * kb.amin(1))
+            eb = torch.addcmul(shift.neg_().unsqueeze(1), kb, g, out=e[i0:i1]).exp_()
+            ew = eb if w is None else eb * w[i0:i1, :, None]
+            for i in range(bb):
+                _head_gram(ew[i].view(n, heads, d), vb[i].view(n, heads, d), r_ev[i0 + i])
             del ew
-            lw = (left[i] if w is None else left[i] * w[i, :, None]).t()
-            torch.mm(lw, ei, out=r_le[i])
-            torch.mm(lw, vi, out=r_lv[i])
+            lw = (left[i0:i1] if w is None else left[i0:i1] * w[i0:i1, :, None]).transpose(1, 2)
+            torch.bmm(lw, eb, out=r_le[i0:i1])
+            torch.bmm(lw, vb, out=r_lv[i0:i1])
         ctx.save_for_backward(x, wk, wv, k, v, e, rk, rv, g, left, w)
         ctx.heads, ctx.normalized = heads, eps is not None
         return r_ev, r_le, r_lv
@@ -451,12 +479,14 @@ class _SoftKVMoments(torch.autograd.Function):
         acc = _ProjectionGrads(x, wk, wv, need)
         dg = x.new_zeros(dm) if need[5] else None
         dc = x.new_zeros(dm) if need[6] else None
-        for i, s, t in _row_blocks(x):
-            rows = (slice(i, i + 1), slice(s, t))
-            de = _head_apply(v[rows].view(1, t - s, h, -1), d_et[i : i + 1]).view(1, t - s, dm)
-            torch.baddbmm(de, left[rows], d_le[i : i + 1], out=de)
-            dv = _head_apply(e[rows].view(1, t - s, h, -1), d_ev[i : i + 1]).view(1, t - s, dm)
-            torch.baddbmm(dv, left[rows], d_lv[i : i + 1], out=dv)
+        for blk in _row_blocks(x):
+            i0, i1, s, t = blk
+            bb, m = i1 - i0, t - s
+            rows = (slice(i0, i1), slice(s, t))
+            de = _head_apply(v[rows].view(bb, m, h, -1), d_et[i0:i1]).view(bb, m, dm)
+            torch.baddbmm(de, left[rows], d_le[i0:i1], out=de)
+            dv = _head_apply(e[rows].view(bb, m, h, -1), d_ev[i0:i1]).view(bb, m, dm)
+            torch.baddbmm(dv, left[rows], d_lv[i0:i1], out=dv)
             if w is not None:
                 de.mul_(w[rows][..., None])
                 dv.mul_(w[rows][..., None])
@@ -467,9 +497,9 @@ class _SoftKVMoments(torch.autograd.Function):
                 dc += dk.sum((0, 1))
             dk.mul_(g)
             if ctx.normalized:
-                _rms_backward_(dk.view(1, t - s, h, -1), k[rows].view(1, t - s, h, -1), rk[rows])
-                _rms_backward_(dv.view(1, t - s, h, -1), v[rows].view(1, t - s, h, -1), rv[rows])
-            acc.add(i, s, t, dk, dv)
+                _rms_backward_(dk.view(bb, m, h, -1), k[rows].view(bb, m, h, -1), rk[rows])
+                _rms_backward_(dv.view(bb, m, h, -1), v[rows].view(bb, m, h, -1), rv[rows])
+            acc.add(blk, dk, dv)
         return (*acc.result(), dg, dc, None, None, None, None)
 
 
@@ -486,21 +516,23 @@ class _FeatureSoftmaxOut(torch.autograd.Function):
         qs, qs_p = x.new_empty(b, n, heads, dm // heads), x.new_empty(b, n, heads, p)
         out = x.new_empty(b, n, dm)
         wqt = wq.t()
-        for i in range(b):  # one batch element at a time: its blocks stay in cache between the passes over them
-            q = torch.addmm(bq, x[i], wqt, out=qs[i].view(n, dm)).view(n, heads, -1)
+        for blk in _row_blocks(x, whole=True):
+            i0, i1 = blk[:2]
+            bb = i1 - i0
+            q = torch.addmm(bq, _rows2d(x, *blk), wqt, out=_rows2d(qs, *blk)).view(bb, n, heads, -1)
             m = q.amax(-1, keepdim=True)
             if p > 0:
-                m = torch.maximum(m, pos[i].amax(-1)[:, None, None])
+                m = torch.maximum(m, pos[i0:i1].amax(-1)[:, :, None, None])
             q.sub_(m).exp_()
-            e_p = torch.sub(pos[i][:, None, :], m, out=qs_p[i]).exp_()  # (n, heads, p)
+            e_p = torch.sub(pos[i0:i1, :, None, :], m, out=qs_p[i0:i1]).exp_()  # (bb, n, heads, p)
             den = q.sum(-1, keepdim=True).add_(e_p.sum(-1, keepdim=True))
             q.div_(den)
             e_p.div_(den)
-            oi = torch.addmm(c_vec[i], q.view(n, dm), a_q[i], out=out[i])
+            ob = torch.baddbmm(c_vec[i0:i1].unsqueeze(1), q.view(bb, n, dm), a_q[i0:i1], out=out[i0:i1])
             if p > 0:
-                torch.addmm(oi, e_p.view(n, heads * p), a_p[i], out=oi)
+                torch.baddbmm(ob, e_p.view(bb, n, heads * p), a_p[i0:i1], out=ob)
             if residual:
-                oi.add_(x[i])
+                ob.add_(x[i0:i1])
         ctx.save_for_backward(x, wq, qs, qs_p, a_q, a_p)
         ctx.residual = residual
         return out
@@ -515,27 +547,29 @@ class _FeatureSoftmaxOut(torch.autograd.Function):
         da_q = torch.bmm(qs2.transpose(1, 2), dout) if need[4] else None
         da_p = torch.bmm(qs_p.view(b, n, h * p).transpose(1, 2), dout) if need[5] and p > 0 else None
         dc = dout.sum(1) if need[6] else None
-        dx = torch.empty_like(x) if need[0] else None
+        dx = x.new_empty(x.shape) if need[0] else None
         dwq = torch.zeros_like(wq) if need[1] else None
         dbq = x.new_zeros(dm) if need[2] else None
         a_qt = a_q.transpose(1, 2)
-        for i, s, e in _row_blocks(x):  # the query gradient a block of rows at a time
-            rows = e - s
-            dqs = torch.mm(dout[i, s:e], a_qt[i]).view(rows, h, d)
-            q_blk = qs[i, s:e]
+        for blk in _row_blocks(x):  # the query gradient a block of rows at a time
+            i0, i1, s, e = blk
+            bb, rows = i1 - i0, e - s
+            g_out = dout[i0:i1, s:e]
+            dqs = torch.bmm(g_out, a_qt[i0:i1]).view(bb, rows, h, d)
+            q_blk = qs[i0:i1, s:e]
             dot = torch.linalg.vecdot(dqs, q_blk).unsqueeze(-1)  # <dqs, qs> per head
             if p > 0:
-                dqs_p = torch.mm(dout[i, s:e], a_p[i].t()).view(rows, h, p)
-                dot += (dqs_p * qs_p[i, s:e]).sum(-1, keepdim=True)
-            dq = dqs.sub_(dot).mul_(q_blk).view(rows, dm)  # softmax backward
+                dqs_p = torch.bmm(g_out, a_p[i0:i1].transpose(1, 2)).view(bb, rows, h, p)
+                dot += (dqs_p * qs_p[i0:i1, s:e]).sum(-1, keepdim=True)
+            dq = dqs.sub_(dot).mul_(q_blk).view(bb * rows, dm)  # softmax backward
             if dwq is not None:
-                dwq += torch.mm(dq.t(), x[i, s:e])
+                torch.addmm(dwq, dq.t(), _rows2d(x, *blk), out=dwq)
             if dbq is not None:
                 dbq += dq.sum(0)
             if dx is not None:
-                blk = torch.mm(dq, wq, out=dx[i, s:e])
+                dxb = torch.mm(dq, wq, out=_rows2d(dx, *blk))
                 if ctx.residual:
-                    blk += dout[i, s:e]
+                    dxb += _rows2d(dout, *blk)
         return dx, dwq, dbq, None, da_q, da_p, dc, None, None
 
 

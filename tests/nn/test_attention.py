@@ -446,21 +446,28 @@ def test_fused_path_equals_explicit_heads_values_and_gradients(kind, pos_dim, no
             torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12, msg=name)
 
 
+@pytest.mark.parametrize("rows", [5, 46])
 @pytest.mark.parametrize("kind", ["galerkin", "linear"])
-def test_fused_backward_in_row_blocks_equals_one_block(kind, monkeypatch):
-    """The fused backward forms its n-sized temporaries a block of rows at a time and accumulates the weight
-    gradients over the blocks: blocks of 5 rows (uneven, across batch elements) give the same gradients."""
+def test_fused_path_in_blocks_equals_the_explicit_heads(kind, rows, monkeypatch):
+    """The fused layer goes through its n-sized work a block of rows at a time (forward: whole batch elements, as
+    many as fit; backward: blocks of rows, or groups of whole batch elements where n is small) and accumulates the
+    weight gradients over the blocks.  Blocks of 5 rows (uneven, across batch elements) and groups of 2 of the 3
+    batch elements (46 rows, n = 23: the last group one element) give the explicit heads' outputs and gradients."""
     from opformer.nn import attention as A
 
     fused, plain = _perturbed_pair(kind, pos_dim=1)
     torch.manual_seed(2)
-    x = torch.randn(2, 23, 12, dtype=torch.float64, requires_grad=True)
-    pos, w = torch.rand(2, 23, 1, dtype=torch.float64), torch.rand(2, 23, dtype=torch.float64)
-    monkeypatch.setattr(A, "_CHUNK_ELEMENTS", 5 * 12)
-    gf = torch.autograd.grad(fused(x, pos, w).square().sum(), [x, *fused.parameters()])
-    gp = torch.autograd.grad(plain(x, pos, w).square().sum(), [x, *plain.parameters()])
-    for a, b in zip(gf, gp):
-        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+    x = torch.randn(3, 23, 12, dtype=torch.float64, requires_grad=True)
+    pos, w = torch.rand(3, 23, 1, dtype=torch.float64), torch.rand(3, 23, dtype=torch.float64)
+    monkeypatch.setattr(A, "_CHUNK_ELEMENTS", rows * 12)
+    assert len(list(A._row_blocks(x))) == (15 if rows == 5 else 2)
+    for residual in (False, True):
+        yf, yp = fused(x, pos, w, residual=residual), plain(x, pos, w, residual=residual)
+        torch.testing.assert_close(yf, yp, rtol=1e-10, atol=1e-12)
+        gf = torch.autograd.grad(yf.square().sum(), [x, *fused.parameters()])
+        gp = torch.autograd.grad(yp.square().sum(), [x, *plain.parameters()])
+        for a, b in zip(gf, gp):
+            torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
 
 
 def test_fused_path_applies_only_where_it_is_the_same_function():
