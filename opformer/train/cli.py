@@ -68,8 +68,9 @@ def register(sub) -> None:
     e.add_argument("--out", help="output directory for metrics.json and plots/predictions.png (default: "
                                  "RUN/eval-GRID, RUN/eval-FILE-GRID with --data, FILE with its extension; "
                                  "./eval-NAME-[FILE-]GRID for a bundled model; -resample-RESAMPLE added unless "
-                                 "auto); a previous eval's output there is replaced, a directory holding a training "
-                                 "run or another metrics.json is refused")
+                                 "auto; -2, -3, ... added where the default holds the eval of another file of the "
+                                 "same name or of other keys); a previous eval's output there is replaced, a "
+                                 "directory holding a training run or another metrics.json is refused")
     e.set_defaults(func=_eval)
 
     q = sub.add_parser("predict", help="write a trained model's predictions for a data file")

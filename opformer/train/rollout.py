@@ -33,7 +33,8 @@ def register(sub) -> None:
     r.add_argument("--samples", type=int, help="use the first N >= 1 trajectories of the file (default: all)")
     r.add_argument("--show", type=int, default=0, help="trajectory shown in the panels and the GIF (default 0)")
     r.add_argument("--out", help="output directory (default: RUN/rollout-MODE on the run's own data file, "
-                                 "RUN/rollout-FILE-MODE on another; -resample-RESAMPLE added unless auto): "
+                                 "RUN/rollout-FILE-MODE on another; -resample-RESAMPLE added unless auto; -2, -3, "
+                                 "... where it holds the rollout of another file of that name or key): "
                                  "rollout.json, rollout.csv, predictions.npz and plots/")
     _add_resample(r)
     r.set_defaults(func=_run)
@@ -125,12 +126,16 @@ def rollout_file(model, *, data, mode="direct", step: Optional[float] = None, ti
     known = [e for e in errors if e is not None]
     if out is None:
         own = which == _OWN_TEST_TRAJECTORIES
-        out = _default_out(Path(model), mode, None if own else Path(str(data)), resample)
+        from .run import distinct_output_folder
+
+        out = distinct_output_folder(_default_out(Path(model), mode, None if own else Path(str(data)), resample),
+                                     "rollout.json", {"data_path": str(Path(data).resolve()), "key": key})
     (out / "plots").mkdir(parents=True, exist_ok=True)
     with replacing(out / "predictions.npz", "wb") as fh:  # the predicted fields, for the user's own analysis
         np.savez(fh, prediction=np.asarray(pred, dtype=np.float32), times=np.asarray(want, dtype=np.float64),
                  trajectories=np.asarray(indices, dtype=np.int64))
-    metrics = {"model": str(model), "data": str(data), "trajectories": which, "mode": mode,
+    metrics = {"model": str(model), "data": str(data), "data_path": str(Path(data).resolve()), "key": key,
+               "trajectories": which, "mode": mode,
                "step": step or info.get("step"), "n": n,
                "times": [float(t) for t in want], "rel_l2": errors, "training_horizon": horizon,
                "mean_rel_l2": float(np.mean(known)) if known else None,

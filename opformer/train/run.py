@@ -968,6 +968,33 @@ def foreign_eval_out(out: Path) -> Optional[str]:
     return None
 
 
+def _held_source(folder: Path, record: str) -> Optional[dict]:
+    """The source fields of an earlier eval or rollout output in ``folder`` (its ``record`` JSON), or None."""
+    try:
+        held = json.loads((folder / record).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(held, dict):
+        return None
+    if "data_path" not in held and isinstance(held.get("data"), str):  # written before data_path was recorded
+        held["data_path"] = str(Path(held["data"]).resolve())
+    return held
+
+
+def distinct_output_folder(out: Path, record: str, source: dict) -> Path:
+    """A default output folder of eval or rollout: ``out``, or else ``out-2``, ``out-3``, ..., the first that holds
+    no earlier output of another source (``record``: that output's JSON; ``source``: this one's fields, e.g. the
+    absolute data path and the keys).  An earlier output of the same source is replaced; one of another file of the
+    same name, or of other keys, is kept."""
+    folder, k = out, 1
+    while True:
+        held = _held_source(folder, record)
+        if held is None or all(held.get(name) == value for name, value in source.items()):
+            return folder
+        k += 1
+        folder = out.with_name(f"{out.name}-{k}")
+
+
 def evaluate(checkpoint, *, data: Optional[str] = None, keys=None, resolution: Optional[int] = None, out=None,
              batch_size: int = 32, plot_samples: int = 4, resample: str = "auto") -> dict:
     """Test error of a trained model on ``data`` (every sample is a test sample) or, without ``data``, on its run's
@@ -986,21 +1013,27 @@ def evaluate(checkpoint, *, data: Optional[str] = None, keys=None, resolution: O
     test = bundle.datasets["test"]
     _, errs = predictor.evaluate(test, batch_size)
     grid = "x".join(map(str, bundle.input_grid))
+    data_path = str(Path(source).resolve())
+    used_keys = list(keys) if keys else predictor.artifact.get("keys")
     if out is None:
         # RUN/eval-GRID for the run's own test split, RUN/eval-FILE-GRID for another file (its name with the
         # extension: d.mat and d.npz differ), -resample-RESAMPLE unless auto; a bundled model (a name, not a path)
-        # writes into the working directory, under its name
+        # writes into the working directory, under its name; -2, -3, ... added where that folder holds the eval of
+        # another file of the same name or of other keys
         on_disk = checkpoint.exists()
         base = checkpoint.parent.parent if checkpoint.is_file() and checkpoint.parent.name == "checkpoints" else (
             checkpoint if checkpoint.is_dir() else (checkpoint.parent if on_disk else Path(".")))
         name = "" if data is None else "".join(ch for ch in Path(str(data)).name if ch not in "*?[]") + "-"
         grid_name = grid + ("" if resample == "auto" else f"-resample-{resample}")
         out = base / (f"eval-{name}{grid_name}" if on_disk else f"eval-{checkpoint.name}-{name}{grid_name}")
+        out = distinct_output_folder(out, "metrics.json", {"data_path": data_path, "keys": used_keys})
         _check_writable(out, error=ConfigError)
     out.mkdir(parents=True, exist_ok=True)
     metrics = {
         "checkpoint": str(checkpoint),
         "data": source,
+        "data_path": data_path,
+        "keys": used_keys,
         "resolution": list(bundle.input_grid),
         # true when the inputs were interpolated to the training grid and the predictions back (see --resample)
         "resampled_to_training_grid": predictor.runs_on_training_grid(tuple(bundle.input_grid)),

@@ -244,6 +244,45 @@ def test_eval_directories_differ_by_data_file_and_resample(burgers_runs, pairs_f
         shutil.rmtree(a / name)  # each name is written by its own command, not found from an earlier one
 
 
+def test_eval_of_another_file_of_the_same_name_or_other_keys_is_kept(burgers_runs, pairs_file, tmp_path, capsys):
+    """Two files d.npz in two folders, and the same file with its keys swapped, go to eval-d.npz-64, -2 and -3; the
+    same command again replaces its own earlier output (no -4); each keeps the errors of its own data."""
+    _, b = burgers_runs
+    with np.load(pairs_file) as f:
+        x, y = f["x"], f["y"]
+    (tmp_path / "one").mkdir()
+    (tmp_path / "two").mkdir()
+    np.savez(tmp_path / "one" / "d.npz", x=x, y=y)
+    np.savez(tmp_path / "two" / "d.npz", x=x, y=2 * y)
+    one, two = tmp_path / "one" / "d.npz", tmp_path / "two" / "d.npz"
+    runs = [(one, "x,y", "eval-d.npz-64"), (two, "x,y", "eval-d.npz-64-2"), (one, "y,x", "eval-d.npz-64-3"),
+            (two, "x,y", "eval-d.npz-64-2")]
+    errors = {}
+    for data, keys, name in runs:
+        assert main(["eval", str(b), "--data", str(data), "--keys", keys]) == 0, name
+        assert name in capsys.readouterr().out
+        m = json.loads((b / name / "metrics.json").read_text())
+        assert (m["data_path"], m["keys"]) == (str(data.resolve()), keys.split(","))
+        errors.setdefault(name, m["test_rel_l2"])
+        assert m["test_rel_l2"] == errors[name]
+    assert len(set(errors.values())) == 3
+    assert sorted(p.name for p in b.glob("eval-d.npz-*")) == ["eval-d.npz-64", "eval-d.npz-64-2", "eval-d.npz-64-3"]
+
+
+def test_rollout_of_another_file_of_the_same_name_is_kept(ns_run, ns_file, tmp_path, capsys):
+    """The rollouts of two trajectory files named mine.h5 in two folders: rollout-mine.h5-direct and -2."""
+    for folder in ("one", "two"):
+        (tmp_path / folder).mkdir()
+        shutil.copy(ns_file, tmp_path / folder / "mine.h5")
+    for folder, name in (("one", "rollout-mine.h5-direct"), ("two", "rollout-mine.h5-direct-2"),
+                         ("one", "rollout-mine.h5-direct")):
+        data = tmp_path / folder / "mine.h5"
+        assert main(["rollout", str(ns_run), "--data", str(data), "--samples", "1"]) == 0, name
+        capsys.readouterr()
+        assert json.loads((ns_run / name / "rollout.json").read_text())["data_path"] == str(data.resolve())
+    assert not (ns_run / "rollout-mine.h5-direct-3").exists()
+
+
 def test_predict_writes_the_layout_of_the_files_target_as_the_python_api(burgers_runs, pairs_file, tmp_path):
     """Targets (N, n, 1): predictions (N, n, 1), the same as model.predict on inputs (N, n, 1); targets (N, n):
     predictions (N, n); no targets: the layout of the inputs."""
