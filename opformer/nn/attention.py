@@ -300,8 +300,8 @@ def _row_blocks(x: Tensor, whole: bool = False):
 
 
 def _rows2d(t: Tensor, i0: int, i1: int, s: int, e: int) -> Tensor:
-    """The rows t[i0:i1, s:e] of a (batch, n, ...) tensor as one (rows, -1) matrix (a view: a block is whole batch
-    elements or rows of one)."""
+    """The rows t[i0:i1, s:e] of a (batch, n, ...) tensor as one (rows, -1) matrix: a view of a contiguous t (a block
+    is whole batch elements or rows of one), so products may write into it; a copy of another t (read only)."""
     return t[i0:i1, s:e].reshape((i1 - i0) * (e - s), -1)
 
 
