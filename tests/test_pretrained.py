@@ -59,6 +59,25 @@ def test_predict_takes_any_real_dtype_and_a_list_and_returns_float32(one_thread)
     np.testing.assert_allclose(y.numpy(), model.predict(x.astype(np.float32)), rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("size", [0, -1, 2.5, None, True, [2]])
+def test_a_batch_size_that_is_not_a_positive_integer_is_refused(size, one_thread):
+    """A batch size below 1 would return no predictions at all (range() with a negative step): refused, by name."""
+    from opformer.config import SettingError
+
+    model = opformer.load("burgers-ft")
+    with pytest.raises(SettingError, match="batch_size must be a positive integer"):
+        model.predict(np.zeros((2, 128)), batch_size=size)
+    with pytest.raises(SettingError, match="evaluate takes a dataset of the task"):
+        model.evaluate(np.zeros((2, 128)), np.zeros((2, 128)))
+
+
+def test_a_device_torch_cannot_use_is_a_load_error():
+    from opformer.tasks.artifact import LoadError
+
+    with pytest.raises(LoadError, match="cannot use the device 'tpu'"):
+        opformer.load("burgers-ft", device="tpu")
+
+
 def test_an_unknown_name_is_a_clear_error(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(LoadError, match="no bundled model of that name"):

@@ -7,7 +7,9 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from typing import Optional
 
 __all__ = ["register", "main"]
 
@@ -139,11 +141,48 @@ def _threads(args) -> int:
     return args.threads
 
 
+def _check_output_files(args) -> Optional[str]:
+    """Why the --json / --plot files of a bench command cannot be written (checked before anything runs), or None:
+    the path is a directory, or its nearest existing folder is not a writable directory."""
+    import tempfile
+    from pathlib import Path
+
+    for flag_name in ("json", "plot"):
+        value = getattr(args, flag_name, None)
+        if not value:
+            continue
+        path = Path(value)
+        if path.is_dir():
+            return f"--{flag_name} {value} is a directory; give a file name"
+        base = path.parent
+        while not base.exists() and base != base.parent:
+            base = base.parent
+        if not base.is_dir():
+            return f"--{flag_name} {value}: {base} is a file, not a directory"
+        try:
+            os.rmdir(tempfile.mkdtemp(prefix=".opformer-probe-", dir=base))
+        except OSError as exc:
+            return f"--{flag_name} {value}: cannot write there ({exc.strerror or exc})"
+    return None
+
+
 def cmd_attention(args) -> int:
     from .cases import attention_case
     from .runner import machine_with_rates
     from .suite import bench_attention
 
+    problem = _check_output_files(args)
+    if problem is None and min(args.n) < 1:
+        problem = f"--n must be >= 1, got {min(args.n)}"
+    for name in ("d_model", "heads", "layers", "batch", "repeats", "warmup"):
+        value = getattr(args, name, None)
+        if problem is None and value is not None and value < 1:
+            problem = f"--{name.replace('_', '-')} must be >= 1, got {value}"
+    if problem is None and args.d_model % args.heads:
+        problem = f"--d-model {args.d_model} must be a multiple of --heads {args.heads}"
+    if problem is not None:
+        print(f"opformer: error: {problem}", file=sys.stderr)
+        return 2
     unknown = [k for k in args.kinds if k not in KINDS + GRID_KIND_NAMES]
     if unknown:
         from opformer.nn import KERNELS
@@ -187,6 +226,12 @@ def cmd_model(args) -> int:
     from .runner import machine_with_rates
     from .suite import bench_model
 
+    problem = _check_output_files(args)
+    if problem is None and args.n and min(args.n) < 1:
+        problem = f"--n must be >= 1, got {min(args.n)}"
+    if problem is not None:
+        print(f"opformer: error: {problem}", file=sys.stderr)
+        return 2
     ns = {p: args.n or ([16384] if p in GRID_MODELS else [8192]) for p in args.preset}
     for preset in args.preset:  # unknown names, and n not a perfect square for the 2D models: one line, exit 2
         for n in ns[preset]:
@@ -217,6 +262,8 @@ def _case_spec(text: str) -> tuple[str, dict]:
         if not eq:
             raise ValueError(f"{text!r}: expected PRESET:FIELD=VALUE,..., got {item!r}")
         key = key.strip().lstrip("-").replace("-", "_")
+        if key == "keys":  # the commas separate the fields here: the two keys are joined by + (or ;)
+            val = val.replace("+", ",").replace(";", ",")
         over[_TRAIN_ALIASES.get(key, key)] = val.strip()
     return preset, over
 
@@ -226,12 +273,12 @@ _TRAIN_ALIASES = {"data": "data.path", "test_data": "data.test_path", "keys": "d
 
 
 def cmd_train(args) -> int:
-    import json
-
     import torch
 
     from ..config import ConfigError
+    from ..pde.errors import DataError
     from . import measure
+    from .suite import write_json
     from .train import train_overhead
 
     try:
@@ -239,6 +286,10 @@ def cmd_train(args) -> int:
         shared = dict(_case_spec("x:" + ",".join(args.set))[1]) if args.set else {}
     except ValueError as err:
         print(f"opformer: error: {err}", file=sys.stderr)
+        return 2
+    problem = _check_output_files(args)
+    if problem is not None:
+        print(f"opformer: error: {problem}", file=sys.stderr)
         return 2
     _threads(args)
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -256,7 +307,7 @@ def cmd_train(args) -> int:
         try:
             rec = train_overhead(preset, {**shared, **over}, epochs=args.epochs, repeats=args.repeats,
                                  warmup=args.warmup, device=args.device)
-        except ConfigError as err:
+        except (ConfigError, DataError) as err:
             print(f"opformer: error: {preset}: {err}", file=sys.stderr)
             return 2
         rec["machine"] = measure.machine_info(args.device)
@@ -271,8 +322,7 @@ def cmd_train(args) -> int:
               f"overhead {rec['overhead']:.3f}x{'  (CUDA graphs)' if rec.get('cuda_graphs') else ''}  "
               f"load {rec['loadavg'][0]}", flush=True)
     if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(records, fh, indent=1, default=str)
+        write_json(records, args.json)
     return 0
 
 
@@ -313,7 +363,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     _common(a)
     a.set_defaults(func=cmd_attention)
 
-    m = sub.add_parser("model", help="a whole model from a named preset (e.g. ex1 at n=8192, batch 4)")
+    m = sub.add_parser("model", help="a whole model from a named preset (e.g. burgers-gt at n = 8192, batch 4)")
     m.add_argument("preset", nargs="+",
                    help="names of opformer.models presets (e.g. burgers-gt burgers-lt; n = points per dimension) or "
                         "2D models with their default configs: scot scot-small scot-base vit vit-galerkin unet "
@@ -329,7 +379,8 @@ def register(subparsers) -> argparse.ArgumentParser:
                        "the bare optimizer step on a batch in memory, and print their ratio (goal <= 1.25).")
     t.add_argument("cases", nargs="+", metavar="PRESET[:FIELD=VALUE,...]",
                    help="training presets, each with its own overrides, e.g. "
-                        "darcy-gt-cpu:data=d17.h5,n_train=900,n_val=50")
+                        "darcy-gt-cpu:data=d17.h5,n_train=900,n_val=50 or burgers-gt:data=mine.npz,keys=x+y "
+                        "(the two keys joined by +)")
     t.add_argument("--set", nargs="+", default=[], metavar="FIELD=VALUE", help="overrides for every case")
     t.add_argument("--epochs", type=int, default=2, help="epochs run; the last one is timed (default 2)")
     t.add_argument("--repeats", type=int, default=10, help="bare steps timed in each epoch (on the CPU, between its "

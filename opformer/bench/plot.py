@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 import math
 from typing import Optional
 
@@ -105,6 +106,7 @@ def plot_records(records: list[dict], path: str, title: Optional[str] = None) ->
     if title:
         fig.suptitle(title, fontsize=9)
     fig.tight_layout()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return slopes

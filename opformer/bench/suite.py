@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 from typing import Callable, Iterable, Optional
 
 from . import measure
@@ -105,8 +106,8 @@ def bench_model(
 
 
 def write_json(records: list[dict], path: str) -> None:
-    """Write the records as a JSON list (atomically: a temporary file renamed)."""
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w") as f:
-        json.dump(records, f, indent=1)
-    os.replace(tmp, path)
+    """Write the records as a JSON list (atomically: a temporary file renamed), its folder made if missing."""
+    from ..atomic import atomic_write_text
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(Path(path), json.dumps(records, indent=1, default=str))

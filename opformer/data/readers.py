@@ -176,6 +176,8 @@ class _File:
                 self._missing(_hdf5_datasets(h5))
                 self.shapes = {}
                 for key in self.keys:
+                    if h5[key].shape is None:  # h5py.Empty: a dataset with a type and no values
+                        raise DataError(f"{self.path}: {key!r} is an empty HDF5 dataset (it holds no values)")
                     shape = tuple(h5[key].shape)
                     self.shapes[key] = shape[::-1] if self.transposed else shape
         except OSError as exc:
@@ -383,6 +385,9 @@ def describe_arrays(path) -> list[tuple[str, tuple, str]]:
         try:
             with h5py.File(path, "r") as h5:
                 for name in _hdf5_datasets(h5):
+                    if h5[name].shape is None:  # h5py.Empty: a type and no values
+                        found.append((name, (), f"{h5[name].dtype} (empty: no values)"))
+                        continue
                     shape = tuple(h5[name].shape)
                     found.append((name, shape[::-1] if flip else shape, str(h5[name].dtype)))
         except OSError as exc:

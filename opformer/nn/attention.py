@@ -903,6 +903,8 @@ class SimpleAttention(nn.Module):
             lead_time = None
         self._check(x, pos, weights)
         b, n, _ = x.shape
+        if n == 0:  # no points: an empty output (every kind; the sums over no points are never formed)
+            return x.clone() if residual else x * 0
         h, dh, p = self.n_heads, self.d_head, self.pos_dim
         if weights is not None and weights.shape[0] != b:
             weights = weights.expand(b, n)

@@ -151,6 +151,14 @@ def _bad_argument(name: str, problem: str) -> SettingError:
     return SettingError(f"{name} {problem}", f"{flag(name)} {problem}")
 
 
+def _check_batch_size(batch_size) -> int:
+    """``batch_size`` as a positive int, else an error naming it (``--batch-size`` on the command line)."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+        shown = repr(batch_size) if batch_size is None or np.ndim(batch_size) == 0 else type(batch_size).__name__
+        raise _bad_argument("batch_size", f"must be a positive integer, got {shown}")
+    return int(batch_size)
+
+
 def _caller_level() -> int:
     """The ``stacklevel`` of the first frame outside this package (and torch's decorators): a warning names the
     user's line that called ``predict``/``rollout``/``evaluate``, not ours."""
@@ -286,6 +294,7 @@ class Predictor:
         a tensor, else a numpy array; a one-channel output loses its channel axis where the input had none.  A
         time-dependent model also needs ``lead_time``: tau, one number or one per sample (see :meth:`rollout` for
         several times); one trained with a history of h snapshots takes them stacked in the channels instead."""
+        batch_size = _check_batch_size(batch_size)
         history = self.history
         needs_tau = self.time_dependent and history == 1  # a history model steps one snapshot from its h channels
         if needs_tau and lead_time is None:
@@ -334,6 +343,7 @@ class Predictor:
         jumps first: repeated jumps of the longest lead time seen in training (a multiple of ``step``), then
         shorter ones, down to ``step``.  Any t > 0 is allowed, also beyond the training horizon."""
         info = self.artifact.get("info") or {}
+        batch_size = _check_batch_size(batch_size)
         if not self.time_dependent:
             raise ConfigError(f"the model of task {self.task.name} is not time-dependent: it has no rollout")
         step = float(info["step"] if step is None else step)
@@ -423,7 +433,12 @@ class Predictor:
     @torch.no_grad()
     def evaluate(self, dataset, batch_size: int = 32) -> tuple[np.ndarray, np.ndarray]:
         """(predictions, per-sample relative L2 errors) over a dataset of the task (items ``input``, ``target``,
-        ``coords``)."""
+        ``coords``), as ``opformer eval`` measures them.  For arrays: ``predict`` and compare."""
+        if isinstance(dataset, (np.ndarray, list, tuple)) or torch.is_tensor(dataset):
+            raise SettingError("evaluate takes a dataset of the task (items input, target, coords); for arrays use "
+                               "predict(inputs) and compare with the targets",
+                               "evaluate takes a dataset of the task")
+        batch_size = _check_batch_size(batch_size)
         loader = torch.utils.data.DataLoader(dataset, batch_size=batch_size, shuffle=False)
         preds, errs = [], []
         for batch in loader:
@@ -553,5 +568,10 @@ def load(path: Union[str, os.PathLike], device: Optional[Union[str, torch.device
         raise LoadError(f"{path}: the weights do not fit the described model ({str(exc).splitlines()[0]})") from None
     predictor = Predictor(operator, artifact, task, options, run_config, resample=resample)
     if device is not None:
-        predictor.to(device)
+        try:
+            dev = torch.device(device)
+            torch.empty(0, device=dev)  # torch's own check that the device exists here
+        except (RuntimeError, AssertionError) as exc:
+            raise LoadError(f"cannot use the device {str(device)!r}: {str(exc).splitlines()[0]}") from None
+        predictor.to(dev)
     return predictor

@@ -106,3 +106,31 @@ def test_model_preset_bench(machine):
     _check_record(rec)
     assert rec["status"] == "ok", rec["note"]
     assert rec["preset"] == "burgers-gt" and rec["parameters"] > 0
+
+
+@pytest.mark.parametrize("extra, said", [
+    (["--json", "{tmp}"], "is a directory"), (["--plot", "{tmp}/a-file/p.png"], "is a file, not a directory"),
+    (["--n", "0"], "--n must be >= 1"), (["--heads", "3"], "--d-model 8 must be a multiple of --heads 3"),
+])
+def test_cli_checks_its_arguments_and_outputs_before_it_runs(tmp_path, capsys, extra, said):
+    """Bad outputs and arguments: one line and exit 2 before any timing (nothing written, no traceback)."""
+    (tmp_path / "a-file").write_text("mine")
+    parser = argparse.ArgumentParser(prog="opformer")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["bench", "attention", "--kinds", "galerkin", "--n", "16", "--d-model", "8",
+                              "--heads", "2", "--in-process", "--matmul-size", "64",
+                              *[e.format(tmp=tmp_path) for e in extra]])
+    assert args.func(args) == 2
+    err = capsys.readouterr().err
+    assert said in err and err.count("\n") == 1 and "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
+
+
+def test_cli_makes_the_folder_of_its_json(tmp_path):
+    parser = argparse.ArgumentParser(prog="opformer")
+    register(parser.add_subparsers(dest="command", required=True))
+    out = tmp_path / "new" / "dir" / "r.json"
+    args = parser.parse_args(["bench", "attention", "--kinds", "galerkin", "--n", "16", "--d-model", "8",
+                              "--heads", "2", "--batch", "1", "--repeats", "1", "--in-process", "--matmul-size", "64",
+                              "--json", str(out)])
+    assert args.func(args) == 0 and len(json.loads(out.read_text())) == 1

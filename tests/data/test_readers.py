@@ -127,3 +127,14 @@ def test_h5_keys_may_name_datasets_in_groups_and_describe_arrays_lists_every_for
     (tmp_path / "d.csv").write_text("1,2\n")
     with pytest.raises(DataError, match="unsupported file type '.csv'"):
         describe_arrays(tmp_path / "d.csv")
+
+
+def test_an_empty_hdf5_dataset_is_listed_and_refused_as_a_key(tmp_path):
+    """h5py.Empty (a type, no values): data info lists it, training on it names it; the other keys still load."""
+    with h5py.File(tmp_path / "e.h5", "w") as h5:
+        h5["vs"] = h5py.Empty("f")
+        h5["a"], h5["u"] = A, U
+    assert describe_arrays(tmp_path / "e.h5")[-1] == ("vs", (), "float32 (empty: no values)")
+    with pytest.raises(DataError, match="'vs' is an empty HDF5 dataset"):
+        load_arrays(tmp_path / "e.h5", keys=("vs", "u"))
+    np.testing.assert_array_equal(load_arrays(tmp_path / "e.h5", keys=("a", "u"))["u"], U)

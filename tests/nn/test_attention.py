@@ -8,6 +8,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from opformer.nn import (
     KERNELS,
+    EncoderLayer,
     SimpleAttention,
     fourier_attention,
     galerkin_attention,
@@ -510,3 +511,13 @@ def test_gpu_layer_equals_the_cpu_fused_layer(kind):
     gg = torch.autograd.grad(yg.square().sum(), [xg, *gpu.parameters()])
     for a, b in zip(gc, gg):
         torch.testing.assert_close(b.cpu(), a, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["galerkin", "fourier", "linear", "softmax"])
+def test_no_points_give_an_empty_output(kind):
+    """n = 0: an empty (batch, 0, d_model) output and gradient for every kind (no sum over no points divided by 0)."""
+    layer = EncoderLayer(16, 2, kind, pos_dim=1)
+    x = torch.randn(2, 0, 16, requires_grad=True)
+    y = layer(x, torch.rand(2, 0, 1))
+    y.sum().backward()
+    assert y.shape == (2, 0, 16) and x.grad.shape == (2, 0, 16)
