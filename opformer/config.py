@@ -11,6 +11,7 @@ This module imports no torch: parsing and checking a configuration is instant.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import math
@@ -56,6 +57,31 @@ class SettingError(ConfigError):
 class OpformerWarning(UserWarning):
     """A note about what was done with the user's data or model (a grid resampled, modes clipped); the command line
     prints it as one line."""
+
+
+@contextlib.contextmanager
+def one_line_warnings():
+    """For the commands: our own warnings (data, resume notes) as one line each, ``opformer: warning: ...``; others
+    as Python shows them."""
+    import sys
+    import warnings
+    from pathlib import Path
+
+    package = str(Path(__file__).resolve().parent)
+    shown = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        ours = str(Path(filename).resolve()).startswith(package) and issubclass(category, UserWarning)
+        if ours or issubclass(category, OpformerWarning):  # the latter points at the caller's line
+            print(f"opformer: warning: {message}", file=file or sys.stderr)
+        else:
+            shown(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = shown
 
 
 def opt(default: Any, help: str, *, min: Any = None, max: Any = None, above: Any = None, choices=None):

@@ -24,8 +24,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from .errors import DataError
+from ..config import one_line_warnings
 from ..interrupt import request_stop
+from .errors import DataError
 from .generate import BURGERS_R10, DARCY_R421, NS_FNO, RECIPES, SHEAR_LAYER, check_dataset, generate_dataset, make_recipe
 
 __all__ = ["register", "main"]
@@ -112,7 +113,9 @@ def register(subparsers) -> argparse.ArgumentParser:
                     help=f"solve grid, a multiple of --resolution (default {NS_FNO['solve_resolution']} / "
                          f"{SHEAR_LAYER['solve_resolution']}; use 256 for nu 1e-4 and below, see docs/data.md)")
     ns.add_argument("--cfl", type=float, default=None, help=f"Courant number of the step (default {NS_FNO['cfl']})")
-    ns.add_argument("--dt", type=float, default=None, help="a fixed largest time step instead of the CFL rule")
+    ns.add_argument("--dt", type=float, default=None, help="a fixed largest time step instead of the CFL rule (Courant number 0.25); a warning says when "
+                         "a step moved the flow more than one grid cell: the data can then be wrong without NaN "
+                         "(compare with a run without --dt)")
     ns.add_argument("--forcing", choices=("fno", "none"), default=None, help="forcing (default fno / none)")
     ns.add_argument("--device", default=None,
                     help="torch device of the solver: cpu (default) or cuda[:i] (one process, large batches)")
@@ -137,8 +140,9 @@ def _generate(args, recipe: dict) -> int:
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, request_stop)  # stop like Ctrl-C, keeping the finished samples
     try:
-        path = generate_dataset(recipe, args.out, start=args.start, stop=args.stop, workers=args.workers,
-                                progress=not args.no_progress, device=getattr(args, "device", None))
+        with one_line_warnings():
+            path = generate_dataset(recipe, args.out, start=args.start, stop=args.stop, workers=args.workers,
+                                    progress=not args.no_progress, device=getattr(args, "device", None))
     except DataError as exc:
         print(f"opformer: error: {exc}", file=sys.stderr)
         return 2

@@ -730,6 +730,14 @@ def _worker_main(parent_pid: int, tasks, results) -> None:
                 os._exit(1)
 
     threading.Thread(target=watch, daemon=True).start()
+    from ..config import one_line_warnings
+
+    with one_line_warnings():  # a note from the solver (a large fixed step) as the command prints its own
+        _serve(tasks, results)
+
+
+def _serve(tasks, results) -> None:
+    """The worker's loop: compute the tasks until a None arrives."""
     while True:
         item = tasks.get()
         if item is None:

@@ -4,11 +4,12 @@ the work is in :mod:`opformer.train.run`).  Every error ends in one line naming 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import signal
 import sys
 import warnings
 from pathlib import Path
+
+from ..config import one_line_warnings as _one_line_warnings
 
 
 def _progress_bar_wanted(args) -> bool:
@@ -290,31 +291,6 @@ def _interrupted(out: str, how: str) -> str:
         epochs = ""
     return (f"{how}: the last checkpoint is {last}{epochs}; continue from it with the same command and --resume "
             f"(--out {out})")
-
-
-@contextlib.contextmanager
-def _one_line_warnings():
-    """Our own warnings (data, resume notes) as one line each, ``opformer: warning: ...``; others as Python shows
-    them."""
-    from pathlib import Path
-
-    from ..config import OpformerWarning
-
-    package = str(Path(__file__).resolve().parents[1])
-    shown = warnings.showwarning
-
-    def show(message, category, filename, lineno, file=None, line=None):
-        ours = str(Path(filename).resolve()).startswith(package) and issubclass(category, UserWarning)
-        if ours or issubclass(category, OpformerWarning):  # the latter points at the caller's line
-            print(f"opformer: warning: {message}", file=file or sys.stderr)
-        else:
-            shown(message, category, filename, lineno, file, line)
-
-    warnings.showwarning = show
-    try:
-        yield
-    finally:
-        warnings.showwarning = shown
 
 
 def _set_threads(requested) -> int:
