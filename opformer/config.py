@@ -112,15 +112,21 @@ def flag_words(text: str, names) -> str:
     return text
 
 
-def suggest(word: str, options, helps: Optional[dict] = None) -> str:
-    """A 'did you mean' hint: fields whose help mentions the words of ``word``, else the nearest name."""
+def nearest(word: str, options, helps: Optional[dict] = None) -> Optional[str]:
+    """The field ``word`` most likely meant: one whose help mentions its words, else the nearest name, else None."""
     words = word.replace("-", " ").replace("_", " ").lower()
     if helps:
         hits = [name for name, text in helps.items() if words and words in text.lower()]
         if hits:
-            return f"; did you mean {flag(hits[0])}?"
+            return hits[0]
     near = difflib.get_close_matches(word.replace("-", "_"), list(options), n=1, cutoff=0.6)
-    return f"; did you mean {flag(near[0])}?" if near else ""
+    return near[0] if near else None
+
+
+def suggest(word: str, options, helps: Optional[dict] = None) -> str:
+    """A 'did you mean' hint naming the flag of :func:`nearest` (empty when nothing is near)."""
+    near = nearest(word, options, helps)
+    return f"; did you mean {flag(near)}?" if near else ""
 
 
 # --- types ------------------------------------------------------------------------------------------------------------
@@ -281,7 +287,9 @@ def check_section(cls, values: dict, section: str) -> Any:
     out = {}
     for key, value in values.items():
         if key not in names:
-            raise ConfigError(f"unknown field {section}.{key}{suggest(key, names, helps)}")
+            near = nearest(key, names, helps)
+            raise SettingError(f"unknown field {section}.{key}" + (f"; did you mean {section}.{near}?" if near else ""),
+                               f"unknown field {section}.{key}{suggest(key, names, helps)}")
         out[key] = coerce(cls, key, value)
     return cls(**out)
 

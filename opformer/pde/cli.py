@@ -133,6 +133,15 @@ def _generate(args, recipe: dict) -> int:
     import signal
     import threading
 
+    import math
+
+    for name, value in sorted(vars(args).items()):  # a value no recipe can hold, named by its flag
+        if isinstance(value, float) and not math.isfinite(value):
+            print(f"opformer: error: --{name.replace('_', '-')} must be a finite number, got {value}", file=sys.stderr)
+            return 2
+    if getattr(args, "workers", None) is not None and args.workers < 1:
+        print(f"opformer: error: --workers must be >= 1, got {args.workers}", file=sys.stderr)
+        return 2
     if Path(args.out).suffix.lower() not in (".h5", ".hdf5", ".hdf"):
         print(f"opformer: error: --out {args.out}: the data are written as HDF5; name the file .h5 (other formats "
               "are read for training, not written)", file=sys.stderr)

@@ -223,6 +223,11 @@ def _train(args: argparse.Namespace) -> int:
                 if value is not None:
                     resolve_paths(value)
     except (ConfigError, DataError) as exc:
+        from ..config import SettingError
+
+        if isinstance(exc, SettingError) and Path(args.preset).suffix.lower() in (".yaml", ".yml"):
+            # a setting of the user's YAML file: named by its key there, not by the flag
+            return _fail(f"{args.preset}: {exc}")
         return _fail(exc)
     if args.print_config:
         return _print_config(run, explicit, args.preset)

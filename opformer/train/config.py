@@ -237,6 +237,9 @@ def apply_overrides(cfg: dict, overrides: dict[str, Any]) -> tuple[dict, set]:
                 raise ConfigError(f"unknown option {flag(raw_key)}: not a field of this preset's model"
                                   f"{f' ({model})' if model else ''}, but of {', '.join(elsewhere)} (pick one with "
                                   "--model)")
+            if name in ("config", "config_file", "yaml"):
+                raise ConfigError(f"unknown option {flag(raw_key)}: a YAML config is given in place of the preset, "
+                                  "opformer train FILE.yaml [flags]")
             raise ConfigError(f"unknown option {flag(raw_key)}{suggest(name, owners, _helps(cfg))}")
         choices = [o for o in owners[name] if section is None or o[0] == section]
         if not choices:

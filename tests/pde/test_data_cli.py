@@ -155,3 +155,12 @@ def test_the_findings_are_stored_when_the_file_is_finished(tmp_path, capsys):
     assert read_header(out)["checks"] is None
     assert _run(["data", "info", str(out)]) == 0
     assert "1 of 3 samples have a solution of the wrong sign" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("args, said", [(["--sigma", "nan"], "--sigma must be a finite number, got nan"),
+                                        (["--sigma", "inf"], "--sigma must be a finite number, got inf"),
+                                        (["--workers", "0"], "--workers must be >= 1, got 0")])
+def test_a_value_no_recipe_can_hold_is_named_by_its_flag(tmp_path, capsys, args, said):
+    assert main(["data", "burgers", "--samples", "2", "--out", str(tmp_path / "b.h5"), *args]) == 2
+    assert capsys.readouterr().err == f"opformer: error: {said}\n"
+    assert list(tmp_path.iterdir()) == []

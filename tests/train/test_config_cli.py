@@ -201,6 +201,26 @@ def test_model_setting_errors_name_the_key_in_python_and_the_flag_on_the_command
     assert not (tmp_path / "run" / "checkpoints").exists()
 
 
+def test_a_typo_in_a_yaml_config_is_named_by_its_key_there(capsys, tmp_path):
+    """In the user's YAML file a setting is a key (d_model, data.keys), not a flag: the errors say so, the file named;
+    --config (no such option) says how a YAML config is given."""
+    cfg = load_preset("burgers-gt")
+    bad_model = yaml.safe_load(yaml.safe_dump(cfg))
+    bad_model["model"] = {"name": "transformer1d", "d_modle": 32}
+    bad_data = yaml.safe_load(yaml.safe_dump(cfg))
+    bad_data.setdefault("data", {})["oldkeys"] = "x,y"
+    for data, said in ((bad_model, "model: unknown key 'd_modle' for model 'transformer1d'; did you mean 'd_model'?"),
+                       (bad_data, "unknown field data.oldkeys; did you mean data.keys?")):
+        path = tmp_path / "mine.yaml"
+        path.write_text(yaml.safe_dump(data))
+        assert main(["train", str(path), "--out", str(tmp_path / "run")]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"opformer: error: {path}: {said}") and "--" not in err, err
+    assert main(["train", "--config", str(path)]) == 2
+    assert "a YAML config is given in place of the preset" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
 def test_cli_print_config_shows_the_resolved_config_with_overrides(capsys):
     assert main(["train", "burgers-gt", "--print-config", "--norm-scheme", "regular", "--lr", "5e-4",
                  "--n-train=200"]) == 0
