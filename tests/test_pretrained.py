@@ -71,6 +71,15 @@ def test_a_batch_size_that_is_not_a_positive_integer_is_refused(size, one_thread
         model.evaluate(np.zeros((2, 128)), np.zeros((2, 128)))
 
 
+def test_complex_or_text_inputs_are_refused(one_thread):
+    from opformer.config import SettingError
+
+    model = opformer.load("burgers-ft")
+    for x in (np.zeros((2, 128), complex), np.full((1, 128), "a")):
+        with pytest.raises(SettingError, match="inputs must hold real numbers"):
+            model.predict(x)
+
+
 def test_a_device_torch_cannot_use_is_a_load_error():
     from opformer.tasks.artifact import LoadError
 

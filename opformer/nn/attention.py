@@ -730,6 +730,11 @@ class SimpleAttention(nn.Module):
     def _check(self, x: Tensor, pos: Optional[Tensor], weights: Optional[Tensor]) -> None:
         if x.dim() != 3 or x.shape[-1] != self.d_model:
             raise ValueError(f"x must have shape (batch, n, d_model={self.d_model}), got {tuple(x.shape)}")
+        w_dtype = self.qkv.weight.dtype
+        if x.dtype != w_dtype and x.is_floating_point() and not torch.is_autocast_enabled(x.device.type):
+            raise ValueError(f"x is {str(x.dtype).replace('torch.', '')} but the layer's parameters are "
+                             f"{str(w_dtype).replace('torch.', '')}: convert one of them (e.g. layer.to(x.dtype)), or "
+                             "run under torch.autocast")
         b, n, _ = x.shape
         if self.pos_dim > 0:
             if pos is None:

@@ -499,6 +499,13 @@ def generate_dataset(
     if device is not None and not _kind(recipe["problem"]).devices and str(device) != "cpu":
         raise DataError(f"the {recipe['problem']} solver runs on the CPU only; --device {device} is for the Navier–Stokes recipes")
     on_gpu = device is not None and str(device) != "cpu"
+    if on_gpu:  # a device torch cannot use is told before the output file is made
+        import torch
+
+        try:
+            torch.empty(0, device=torch.device(device))
+        except (RuntimeError, AssertionError) as exc:
+            raise DataError(f"cannot use the device {str(device)!r} ({str(exc).splitlines()[0]})") from None
     workers = (1 if on_gpu else default_workers()) if workers is None else int(workers)
     if workers < 1:
         raise DataError(f"generate_dataset: workers must be >= 1, found {workers}")

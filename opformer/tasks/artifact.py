@@ -306,6 +306,8 @@ class Predictor:
             raise ConfigError(f"the model of task {self.task.name} {what}: it takes no lead_time")
         as_torch = torch.is_tensor(inputs)
         x = inputs.detach().cpu().numpy() if as_torch else np.asarray(inputs)
+        if np.iscomplexobj(x) or not (np.issubdtype(x.dtype, np.number) or x.dtype == np.bool_):
+            raise _bad_argument("inputs", f"must hold real numbers, got an array of {x.dtype}")
         squeeze = x.ndim == self.task.dim + 1
         xin, c = self.task.inputs_from_array(x, self.grid)
         self._check_channels(x.shape, xin)

@@ -521,3 +521,13 @@ def test_no_points_give_an_empty_output(kind):
     y = layer(x, torch.rand(2, 0, 1))
     y.sum().backward()
     assert y.shape == (2, 0, 16) and x.grad.shape == (2, 0, 16)
+
+
+def test_inputs_of_another_dtype_than_the_layer_are_a_clear_error():
+    """float64 features into a float32 layer: one line naming both dtypes (not torch's mat1/mat2 message); under
+    autocast the layer takes them."""
+    layer = EncoderLayer(16, 2, "galerkin")
+    with pytest.raises(ValueError, match="x is float64 but the layer's parameters are float32"):
+        layer(torch.randn(2, 5, 16, dtype=torch.float64))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert torch.isfinite(layer(torch.randn(2, 5, 16))).all()

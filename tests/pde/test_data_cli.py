@@ -164,3 +164,10 @@ def test_a_value_no_recipe_can_hold_is_named_by_its_flag(tmp_path, capsys, args,
     assert main(["data", "burgers", "--samples", "2", "--out", str(tmp_path / "b.h5"), *args]) == 2
     assert capsys.readouterr().err == f"opformer: error: {said}\n"
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_device_torch_cannot_use_is_refused_before_the_file_is_made(tmp_path, capsys):
+    assert main(["data", "navier-stokes", "--samples", "2", "--resolution", "16", "--t-final", "1", "--snapshots",
+                 "2", "--device", "tpu", "--no-progress", "--out", str(tmp_path / "ns.h5")]) == 2
+    assert capsys.readouterr().err.startswith("opformer: error: cannot use the device 'tpu'")
+    assert list(tmp_path.iterdir()) == []
