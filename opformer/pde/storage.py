@@ -213,9 +213,14 @@ class ShardWriter:
     # -- opening ---------------------------------------------------------------------------------------------
     def _check_header(self, where: Path, header: dict) -> None:
         diffs = recipe_diff(header["recipe"], self.recipe)
-        if diffs or header["problem"] != self.recipe.get("problem"):
+        if header["problem"] != self.recipe.get("problem"):
             raise DataError(
-                f"{where}: exists with a different recipe ({'; '.join(diffs) or 'problem differs'}). "
+                f"{where}: exists and holds a {header['problem']} data set, not {self.recipe.get('problem')}. Use "
+                f"another output path, or delete {where} to regenerate."
+            )
+        if diffs:
+            raise DataError(
+                f"{where}: exists with a different recipe ({'; '.join(diffs)}). "
                 f"Use another output path, or delete {where} to regenerate."
             )
         if (header["start"], header["stop"]) != (self.start, self.stop):

@@ -171,3 +171,14 @@ def test_a_device_torch_cannot_use_is_refused_before_the_file_is_made(tmp_path, 
                  "2", "--device", "tpu", "--no-progress", "--out", str(tmp_path / "ns.h5")]) == 2
     assert capsys.readouterr().err.startswith("opformer: error: cannot use the device 'tpu'")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_existing_file_of_another_problem_or_recipe_is_named_as_such(tmp_path, capsys):
+    out = tmp_path / "d.h5"
+    base = ["--samples", "2", "--out", str(out), "--workers", "1", "--no-progress"]
+    assert main(["data", "darcy", "--resolution", "17", *base]) == 0
+    capsys.readouterr()
+    assert main(["data", "burgers", *base]) == 2
+    assert f"{out}: exists and holds a darcy data set, not burgers." in capsys.readouterr().err
+    assert main(["data", "darcy", "--resolution", "17", "--seed", "5", *base]) == 2
+    assert "exists with a different recipe (seed: 0 != 5)" in capsys.readouterr().err
