@@ -45,8 +45,10 @@ def test_a_subclass_help_overrides_its_base_and_inherits_the_rest():
 
 
 def test_check_section_suggests_a_model_field_by_its_help():
-    with pytest.raises(ConfigError, match="did you mean --coarse-size"):
+    """By its key in Python and in a YAML file, by its flag on the command line."""
+    with pytest.raises(ConfigError, match=r"did you mean model\.coarse_size\?") as err:
         check_section(Transformer2dConfig, {"attention_grid": 29}, "model")
+    assert err.value.cli.endswith("did you mean --coarse-size?")
 
 
 @pytest.mark.parametrize("preset, model", [("darcy-gt-cpu", "transformer2d"), ("burgers-gt", "transformer1d"),
