@@ -305,6 +305,33 @@ def _rows2d(t: Tensor, i0: int, i1: int, s: int, e: int) -> Tensor:
     return t[i0:i1, s:e].reshape((i1 - i0) * (e - s), -1)
 
 
+def _projected_blocks(x: Tensor, wk: Tensor, bk: Tensor, wv: Tensor, bv: Tensor, heads: int, eps: Optional[float]):
+    """K^ = rms(x W_k^T + b_k) and V^ = rms(x W_v^T + b_v) per head (``eps=None``: the raw projections), a group of
+    whole batch elements at a time, so that each block stays in cache for the caller's passes over it.  Returns
+    ``(k, v, rk, rv, blocks)``: k, v (batch, n, d_model) and the rstd's (batch, n, heads, 1), filled as the iterator
+    ``blocks`` of (first batch index, end batch index, K^ block, V^ block) ((bb, n, heads, d) views) is consumed."""
+    b, n, dm = x.shape
+    d = dm // heads
+    k, v = x.new_empty(b, n, dm), x.new_empty(b, n, dm)
+    rk = rv = None
+    if eps is not None:
+        rk, rv = x.new_empty(b, n, heads, 1), x.new_empty(b, n, heads, 1)
+
+    def blocks():
+        for blk in _row_blocks(x, whole=True):
+            i0, i1 = blk[:2]
+            xs = _rows2d(x, *blk)
+            kb = torch.addmm(bk, xs, wk.t(), out=_rows2d(k, *blk)).view(i1 - i0, n, heads, d)
+            vb = torch.addmm(bv, xs, wv.t(), out=_rows2d(v, *blk)).view(i1 - i0, n, heads, d)
+            if eps is not None:
+                for t, r in ((kb, rk), (vb, rv)):
+                    r[i0:i1] = _rms_rstd(t, eps)
+                    t.mul_(r[i0:i1])
+            yield i0, i1, kb, vb
+
+    return k, v, rk, rv, blocks()
+
+
 class _ProjectionGrads:
     """Accumulates, block of rows by block, the gradients of K = x W_k^T + b_k, V = x W_v^T + b_v from dK, dV:
     dx (written block by block into one tensor), dW_k, db_k, dW_v, db_v (as ``needs_input_grad`` asks)."""
@@ -347,22 +374,10 @@ class _KVMoments(torch.autograd.Function):
     def forward(ctx, x, wk, bk, wv, bv, pos1, w, heads: int, eps: Optional[float]):
         b, n, dm = x.shape
         d = dm // heads
-        k, v = x.new_empty(b, n, heads, d), x.new_empty(b, n, heads, d)
-        rk = rv = None
-        if eps is not None:
-            rk, rv = x.new_empty(b, n, heads, 1), x.new_empty(b, n, heads, 1)
+        k, v, rk, rv, blocks = _projected_blocks(x, wk, bk, wv, bv, heads, eps)
         r_kv = x.new_empty(b, heads, d, d)
         r_1k, r_1v = x.new_empty(b, pos1.shape[-1], dm), x.new_empty(b, pos1.shape[-1], dm)
-        wkt, wvt = wk.t(), wv.t()
-        for blk in _row_blocks(x, whole=True):
-            i0, i1 = blk[:2]
-            xs = _rows2d(x, *blk)
-            kb = torch.addmm(bk, xs, wkt, out=_rows2d(k, *blk)).view(i1 - i0, n, heads, d)
-            vb = torch.addmm(bv, xs, wvt, out=_rows2d(v, *blk)).view(i1 - i0, n, heads, d)
-            if eps is not None:
-                for t, r in ((kb, rk), (vb, rv)):
-                    r[i0:i1] = _rms_rstd(t, eps)
-                    t.mul_(r[i0:i1])
+        for i0, i1, kb, vb in blocks:
             kw = kb if w is None else kb * w[i0:i1, :, None, None]
             for i in range(i1 - i0):
                 _head_gram(kw[i], vb[i], r_kv[i0 + i])
@@ -370,6 +385,7 @@ class _KVMoments(torch.autograd.Function):
             p1w = (pos1[i0:i1] if w is None else pos1[i0:i1] * w[i0:i1, :, None]).transpose(1, 2)
             torch.bmm(p1w, kb.view(i1 - i0, n, dm), out=r_1k[i0:i1])
             torch.bmm(p1w, vb.view(i1 - i0, n, dm), out=r_1v[i0:i1])
+        k, v = k.view(b, n, heads, d), v.view(b, n, heads, d)
         ctx.save_for_backward(x, wk, wv, k, v, rk, rv, pos1, w)
         ctx.normalized = eps is not None
         return r_kv, r_1k, r_1v
@@ -435,23 +451,13 @@ class _SoftKVMoments(torch.autograd.Function):
     def forward(ctx, x, wk, bk, wv, bv, g, c, left, w, heads: int, eps: Optional[float]):
         b, n, dm = x.shape
         d = dm // heads
-        k, v, e = x.new_empty(b, n, dm), x.new_empty(b, n, dm), x.new_empty(b, n, dm)
-        rk = rv = None
-        if eps is not None:
-            rk, rv = x.new_empty(b, n, heads, 1), x.new_empty(b, n, heads, 1)
+        k, v, rk, rv, blocks = _projected_blocks(x, wk, bk, wv, bv, heads, eps)
+        e = x.new_empty(b, n, dm)
         r_ev = x.new_empty(b, heads, d, d)
         r_le, r_lv = x.new_empty(b, left.shape[-1], dm), x.new_empty(b, left.shape[-1], dm)
-        wkt, wvt = wk.t(), wv.t()
-        for blk in _row_blocks(x, whole=True):
-            i0, i1 = blk[:2]
+        for i0, i1, kb, vb in blocks:
             bb = i1 - i0
-            xs = _rows2d(x, *blk)
-            kb = torch.addmm(bk, xs, wkt, out=_rows2d(k, *blk)).view(bb, n, dm)
-            vb = torch.addmm(bv, xs, wvt, out=_rows2d(v, *blk)).view(bb, n, dm)
-            if eps is not None:
-                for t, r in ((kb, rk), (vb, rv)):
-                    r[i0:i1] = _rms_rstd(t.view(bb, n, heads, d), eps)
-                    t.view(bb, n, heads, d).mul_(r[i0:i1])
+            kb, vb = kb.view(bb, n, dm), vb.view(bb, n, dm)
             # the shift is constant per batch element and column and cancels in the softmax over the points:
             # E = exp(g K^ + c - (shift + c)), shift the largest g * K^ over the points (amin/amax: aminmax is slow)
             shift = torch.where(g >= 0, g * kb.amax(1), g * kb.amin(1))
