@@ -80,6 +80,21 @@ def test_complex_or_text_inputs_are_refused(one_thread):
             model.predict(x)
 
 
+@pytest.mark.parametrize("name, shape", [("darcy33-gt", (1, 1, 1)), ("darcy33-gt", (1, 2, 2)), ("burgers-ft", (1, 0)),
+                                         ("burgers-ft", (1, 2))])
+def test_a_grid_of_fewer_than_three_points_a_side_is_refused(name, shape, one_thread):
+    """A 1x1 input was interpolated to the training grid into a meaningless field; n = 0 warned before failing."""
+    import warnings
+
+    from opformer.config import ConfigError
+
+    model = opformer.load(name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ConfigError, match="needs at least 3 points along each axis"):
+            model.predict(np.ones(shape))
+
+
 def test_a_device_torch_cannot_use_is_a_load_error():
     from opformer.tasks.artifact import LoadError
 

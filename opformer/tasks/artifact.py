@@ -151,6 +151,11 @@ def _bad_argument(name: str, problem: str) -> SettingError:
     return SettingError(f"{name} {problem}", f"{flag(name)} {problem}")
 
 
+#: the fewest grid points along an axis that a model predicts on (fewer sample no function; a 1x1 input was
+#: interpolated to the training grid and gave a meaningless field)
+MIN_GRID_POINTS = 3
+
+
 def _check_batch_size(batch_size) -> int:
     """``batch_size`` as a positive int, else an error naming it (``--batch-size`` on the command line)."""
     if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
@@ -211,6 +216,10 @@ class Predictor:
             lead_time = torch.as_tensor(lead_time, dtype=input.dtype).reshape(-1).expand(input.shape[0])
             lead_time = lead_time.to(self.device)
         grid, trained = tuple(input.shape[1:-1]), tuple(self.artifact["input_grid"])
+        if min(grid, default=0) < MIN_GRID_POINTS:  # no function is sampled on fewer: nothing to interpolate from
+            raise ConfigError(f"inputs on a {'x'.join(map(str, grid))} grid: the {self._name()} model needs at least "
+                              f"{MIN_GRID_POINTS} points along each axis (it was trained on "
+                              f"{'x'.join(map(str, trained))})")
         if self.runs_on_training_grid(grid):
             x, c = self._to_training_grid(input, coords)
             y = self._run(x, c, lead_time)
