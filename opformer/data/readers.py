@@ -415,8 +415,8 @@ def describe_arrays(path) -> list[tuple[str, tuple, str]]:
         data = _read_pt(path)
         if not isinstance(data, dict):
             raise DataError(f"{path}: expected a dict of named tensors or arrays, found {type(data).__name__}")
-        found = [(str(k), tuple(v.shape), str(v.dtype).replace("torch.", "")) for k, v in data.items()
-                 if hasattr(v, "shape")]
+        found = [(str(k), tuple(v.shape), str(v.dtype).replace("torch.", "")) if hasattr(v, "shape") else
+                 (str(k), (), f"{type(v).__name__} (not an array)") for k, v in data.items()]
     else:
         raise DataError(f"{path}: unsupported file type {suffix!r}; expected .h5/.hdf5, .mat, .npz or .pt")
     return found

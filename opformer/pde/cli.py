@@ -283,7 +283,8 @@ def _run_info(args) -> int:
                 print(f"opformer: error: {exc if hdf5 else exc2}", file=sys.stderr)
                 status = 2
                 continue
-            print(f"{name}: not an opformer data file; {len(arrays)} array(s) (name shape dtype; "
+            count = sum(not dtype.endswith("(not an array)") for _, _, dtype in arrays)
+            print(f"{name}: not an opformer data file; {count} array(s) (name shape dtype; "
                   f"{_training_hint(name, arrays)}):")
             for key, shape, dtype in arrays:
                 print(f"  {key}  {shape}  {dtype}")

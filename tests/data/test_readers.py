@@ -138,3 +138,14 @@ def test_an_empty_hdf5_dataset_is_listed_and_refused_as_a_key(tmp_path):
     with pytest.raises(DataError, match="'vs' is an empty HDF5 dataset"):
         load_arrays(tmp_path / "e.h5", keys=("vs", "u"))
     np.testing.assert_array_equal(load_arrays(tmp_path / "e.h5", keys=("a", "u"))["u"], U)
+
+
+def test_data_info_lists_the_entries_of_a_pt_dict_that_are_not_arrays(tmp_path, capsys):
+    from opformer.cli import main
+
+    torch.save({"a": torch.ones(3, 4), "meta": {"x": 1}, "n": 5}, tmp_path / "odd.pt")
+    assert describe_arrays(tmp_path / "odd.pt") == [("a", (3, 4), "float32"), ("meta", (), "dict (not an array)"),
+                                                    ("n", (), "int (not an array)")]
+    assert main(["data", "info", str(tmp_path / "odd.pt")]) == 0
+    out = capsys.readouterr().out
+    assert "1 array(s)" in out and "meta  ()  dict (not an array)" in out
