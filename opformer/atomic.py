@@ -8,7 +8,7 @@ import os
 import tempfile
 from pathlib import Path
 
-__all__ = ["replacing", "atomic_write_text", "atomic_write_bytes", "fsync_dir"]
+__all__ = ["replacing", "atomic_write_text", "atomic_write_bytes", "fsync_dir", "unwritable"]
 
 _UMASK = os.umask(0o022)  # read once (os.umask can only be read by setting it)
 os.umask(_UMASK)
@@ -59,3 +59,18 @@ def fsync_dir(directory) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def unwritable(folder) -> str | None:
+    """Why ``folder`` cannot be created or written, or None: its nearest existing ancestor is a file, or a directory
+    made there at once and removed (nothing is left behind) cannot be made.  For checks before any work starts."""
+    base = Path(folder)
+    while not base.exists() and base != base.parent:
+        base = base.parent
+    if not base.is_dir():
+        return f"{base} is a file, not a directory"
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".opformer-probe-", dir=base))
+    except OSError as exc:
+        return f"cannot write there ({exc.strerror or exc})"
+    return None

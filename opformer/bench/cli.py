@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import Optional
 
@@ -144,25 +143,19 @@ def _threads(args) -> int:
 def _check_output_files(args) -> Optional[str]:
     """Why the --json / --plot files of a bench command cannot be written (checked before anything runs), or None:
     the path is a directory, or its nearest existing folder is not a writable directory."""
-    import tempfile
     from pathlib import Path
+
+    from ..atomic import unwritable
 
     for flag_name in ("json", "plot"):
         value = getattr(args, flag_name, None)
         if not value:
             continue
-        path = Path(value)
-        if path.is_dir():
+        if Path(value).is_dir():
             return f"--{flag_name} {value} is a directory; give a file name"
-        base = path.parent
-        while not base.exists() and base != base.parent:
-            base = base.parent
-        if not base.is_dir():
-            return f"--{flag_name} {value}: {base} is a file, not a directory"
-        try:
-            os.rmdir(tempfile.mkdtemp(prefix=".opformer-probe-", dir=base))
-        except OSError as exc:
-            return f"--{flag_name} {value}: cannot write there ({exc.strerror or exc})"
+        problem = unwritable(Path(value).parent)
+        if problem is not None:
+            return f"--{flag_name} {value}: {problem}"
     return None
 
 

@@ -11,7 +11,6 @@ import errno
 import itertools
 import json
 import os
-import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -25,7 +24,7 @@ from lightning.pytorch.plugins.io import AsyncCheckpointIO
 from torch.utils.data import BatchSampler, DataLoader, Dataset
 
 from .. import __version__
-from ..atomic import atomic_write_text, replacing
+from ..atomic import atomic_write_text, replacing, unwritable
 from ..interrupt import check_stop
 from .callbacks import AtomicCheckpointIO, EpochLine, EpochShuffleSampler, FlushLoggersOnCheckpoint, StopOnRequest
 from ..config import ConfigError, TrainConfig
@@ -188,16 +187,9 @@ def _check_writable(out: Path, shown: Optional[Path] = None, error=RunDirError) 
     """Fail now, not after the data are prepared, when ``out`` cannot be created or written: a directory is made and
     removed at once in the nearest existing ancestor (nothing is left behind).  ``shown``: the path the user gave,
     when ``out`` is the directory it goes into."""
-    shown = out if shown is None else shown
-    base = out
-    while not base.exists() and base != base.parent:
-        base = base.parent
-    if not base.is_dir():
-        raise error(f"--out {shown}: {base} is a file, not a directory")
-    try:
-        os.rmdir(tempfile.mkdtemp(prefix=".opformer-probe-", dir=base))
-    except OSError as exc:
-        raise error(f"--out {shown}: cannot write there ({exc.strerror or exc})") from None
+    problem = unwritable(out)
+    if problem is not None:
+        raise error(f"--out {out if shown is None else shown}: {problem}")
 
 
 def _check_not_running(out: Path) -> None:
