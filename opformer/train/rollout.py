@@ -175,10 +175,11 @@ def _mean(values):
 def _default_out(model: Path, mode: str, data: Optional[Path] = None, resample: str = "auto") -> Path:
     """RUN/rollout-MODE on the run's own trajectory file, RUN/rollout-FILE-MODE on another (``data``: its path, the
     file name with its extension, so that ns.h5 and ns.npz differ), with -resample-RESAMPLE unless it is auto."""
+    from .run import file_part
+
     base = model.parent.parent if model.is_file() and model.parent.name == "checkpoints" else (
         model if model.is_dir() else model.parent)
-    name = "" if data is None else "".join(ch for ch in data.name if ch not in "*?[]") + "-"
-    return base / (f"rollout-{name}{mode}" + ("" if resample == "auto" else f"-resample-{resample}"))
+    return base / (f"rollout-{file_part(data)}{mode}" + ("" if resample == "auto" else f"-resample-{resample}"))
 
 
 def _plots(folder: Path, predictor, times, errors, horizon, mode, truth, pred, truth_idx) -> None:

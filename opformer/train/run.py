@@ -960,6 +960,12 @@ def foreign_eval_out(out: Path) -> Optional[str]:
     return None
 
 
+def file_part(data) -> str:
+    """The part of a default eval or rollout folder name that names another data file: ``FILE-`` (its name with the
+    extension, so that d.mat and d.npz differ; glob characters dropped), or "" for the run's own data (None)."""
+    return "" if data is None else "".join(ch for ch in Path(str(data)).name if ch not in "*?[]") + "-"
+
+
 def _held_source(folder: Path, record: str) -> Optional[dict]:
     """The source fields of an earlier eval or rollout output in ``folder`` (its ``record`` JSON), or None."""
     try:
@@ -1015,7 +1021,7 @@ def evaluate(checkpoint, *, data: Optional[str] = None, keys=None, resolution: O
         on_disk = checkpoint.exists()
         base = checkpoint.parent.parent if checkpoint.is_file() and checkpoint.parent.name == "checkpoints" else (
             checkpoint if checkpoint.is_dir() else (checkpoint.parent if on_disk else Path(".")))
-        name = "" if data is None else "".join(ch for ch in Path(str(data)).name if ch not in "*?[]") + "-"
+        name = file_part(data)
         grid_name = grid + ("" if resample == "auto" else f"-resample-{resample}")
         out = base / (f"eval-{name}{grid_name}" if on_disk else f"eval-{checkpoint.name}-{name}{grid_name}")
         out = distinct_output_folder(out, "metrics.json", {"data_path": data_path, "keys": used_keys})
