@@ -164,6 +164,16 @@ def _check_batch_size(batch_size) -> int:
     return int(batch_size)
 
 
+def _user_array(values, name: str) -> tuple[np.ndarray, bool]:
+    """The user's ``values`` (an array, a tensor or a nested list) as a numpy array, and whether they came as a
+    tensor; complex or non-numeric values are refused, naming the argument."""
+    as_torch = torch.is_tensor(values)
+    x = values.detach().cpu().numpy() if as_torch else np.asarray(values)
+    if np.iscomplexobj(x) or not (np.issubdtype(x.dtype, np.number) or x.dtype == np.bool_):
+        raise _bad_argument(name, f"must hold real numbers, got an array of {x.dtype}")
+    return x, as_torch
+
+
 def _caller_level() -> int:
     """The ``stacklevel`` of the first frame outside this package (and torch's decorators): a warning names the
     user's line that called ``predict``/``rollout``/``evaluate``, not ours."""
@@ -313,10 +323,7 @@ class Predictor:
             what = (f"predicts the next snapshot from the last {history} stacked in the channels" if history > 1 else
                     "is not time-dependent")
             raise ConfigError(f"the model of task {self.task.name} {what}: it takes no lead_time")
-        as_torch = torch.is_tensor(inputs)
-        x = inputs.detach().cpu().numpy() if as_torch else np.asarray(inputs)
-        if np.iscomplexobj(x) or not (np.issubdtype(x.dtype, np.number) or x.dtype == np.bool_):
-            raise _bad_argument("inputs", f"must hold real numbers, got an array of {x.dtype}")
+        x, as_torch = _user_array(inputs, "inputs")
         squeeze = x.ndim == self.task.dim + 1
         xin, c = self.task.inputs_from_array(x, self.grid)
         self._check_channels(x.shape, xin)
@@ -367,8 +374,7 @@ class Predictor:
             raise _bad_argument("mode", f"must be direct, autoregressive or mixed, got {mode!r}")
         if self.history > 1:
             return self._rollout_history(u0, times, mode, step, self.history)
-        as_torch = torch.is_tensor(u0)
-        x = u0.detach().cpu().numpy() if as_torch else np.asarray(u0)
+        x, as_torch = _user_array(u0, "u0")
         squeeze = x.ndim == self.task.dim + 1
         xin, c = self.task.inputs_from_array(x, self.grid)
         self._check_channels(x.shape, xin)
@@ -411,8 +417,7 @@ class Predictor:
             raise SettingError(
                 f"a model with history {h} rolls out one snapshot at a time: use mode='autoregressive'",
                 f"a model with --history {h} rolls out one snapshot at a time: use --mode autoregressive")
-        as_torch = torch.is_tensor(u0)
-        x = u0.detach().cpu().numpy() if as_torch else np.asarray(u0)
+        x, as_torch = _user_array(u0, "u0")
         if x.ndim < self.task.dim + 2 or x.shape[1] != h:
             raise ConfigError(f"this model needs the last {h} snapshots: inputs of shape (samples, {h}, *grid)")
         n_steps = [round(t / step) for t in times]

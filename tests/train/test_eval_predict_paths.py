@@ -298,3 +298,13 @@ def test_predict_writes_the_layout_of_the_files_target_as_the_python_api(burgers
         with np.load(out) as p:
             assert p["prediction"].shape == shape
             np.testing.assert_allclose(p["prediction"].reshape(6, 64, 1), model.predict(x), rtol=1e-5, atol=1e-6)
+
+
+def test_rollout_refuses_complex_initial_states(ns_run):
+    """Like predict's inputs, a rollout's u0 must hold real numbers (the imaginary part would be dropped)."""
+    from opformer.config import SettingError
+
+    model = opformer.load(ns_run)
+    grid = tuple(model.artifact["input_grid"])
+    with pytest.raises(SettingError, match="u0 must hold real numbers, got an array of complex128"):
+        model.rollout(np.zeros((1, *grid), complex), [1.0])
