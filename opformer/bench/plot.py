@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 import math
+from pathlib import Path
 from typing import Optional
 
 __all__ = ["loglog_slope", "record_label", "fit_slopes", "SLOPE_FIELDS", "plot_records"]

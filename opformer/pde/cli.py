@@ -113,9 +113,10 @@ def register(subparsers) -> argparse.ArgumentParser:
                     help=f"solve grid, a multiple of --resolution (default {NS_FNO['solve_resolution']} / "
                          f"{SHEAR_LAYER['solve_resolution']}; use 256 for nu 1e-4 and below, see docs/data.md)")
     ns.add_argument("--cfl", type=float, default=None, help=f"Courant number of the step (default {NS_FNO['cfl']})")
-    ns.add_argument("--dt", type=float, default=None, help="a fixed largest time step instead of the CFL rule (Courant number 0.25); a warning says when "
-                         "a step moved the flow more than one grid cell: the data can then be wrong without NaN "
-                         "(compare with a run without --dt)")
+    ns.add_argument("--dt", type=float, default=None,
+                    help="a fixed largest time step instead of the CFL rule (Courant number 0.25); a warning says "
+                         "when a step moved the flow more than one grid cell: the data can then be wrong without "
+                         "NaN (compare with a run without --dt)")
     ns.add_argument("--forcing", choices=("fno", "none"), default=None, help="forcing (default fno / none)")
     ns.add_argument("--device", default=None,
                     help="torch device of the solver: cpu (default) or cuda[:i] (one process, large batches)")
@@ -130,10 +131,9 @@ def register(subparsers) -> argparse.ArgumentParser:
 
 
 def _generate(args, recipe: dict) -> int:
+    import math
     import signal
     import threading
-
-    import math
 
     for name, value in sorted(vars(args).items()):  # a value no recipe can hold, named by its flag
         if isinstance(value, float) and not math.isfinite(value):

@@ -293,7 +293,7 @@ def solve(
         phi = torch.where(nu_k2 > 0, -torch.expm1(-nu_k2 * h) / torch.where(nu_k2 > 0, nu_k2, 1.0), h)
         return phi * f_hat
 
-    courant_max = 0.0  # the largest Courant number of a fixed step
+    fixed_speed = None  # the largest h max(|u| + |v|) of a fixed step, kept on the device (no sync in the loop)
     bar = None
     if progress:
         from tqdm.auto import tqdm
@@ -314,7 +314,8 @@ def solve(
                 if fixed_steps is not None:
                     h = torch.full_like(t_now, h_fixed)
                     last = torch.full_like(t_now, step == fixed_steps - 1, dtype=torch.bool)
-                    courant_max = max(courant_max, h_fixed * float(speed.detach().max()) / dx)
+                    top = speed.detach().max() * h_fixed
+                    fixed_speed = top if fixed_speed is None else torch.maximum(fixed_speed, top)
                 else:
                     h_cfl = torch.clamp(cfl * dx / speed.detach().to("cpu", torch.float64).clamp_min(1e-300), max=max_dt)
                     last = left <= h_cfl
@@ -340,6 +341,7 @@ def solve(
     finally:
         if bar is not None:
             bar.close()
+    courant_max = 0.0 if fixed_speed is None else float(fixed_speed) / dx  # the largest Courant number of a step
     if courant_max > MAX_FIXED_COURANT:
         import warnings
 
