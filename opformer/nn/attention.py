@@ -332,6 +332,16 @@ def _projected_blocks(x: Tensor, wk: Tensor, bk: Tensor, wv: Tensor, bv: Tensor,
     return k, v, rk, rv, blocks()
 
 
+def _few_columns_t(cols: Tensor, w: Optional[Tensor]) -> Tensor:
+    """(w * cols)^T as a (batch, m, n) tensor whose m is padded with zero rows to a multiple of 4: the n-long products
+    of a few columns against a (n, d_model) block run 1.2-1.8x faster with 4 rows than with 2 or 3 (MKL, one and
+    two threads, Zen 4; the padded rows' results are dropped)."""
+    b, n, m = cols.shape
+    out = cols.new_zeros(b, -(-m // 4) * 4, n)
+    out[:, :m] = cols.transpose(1, 2) if w is None else (cols * w[..., None]).transpose(1, 2)
+    return out
+
+
 class _ProjectionGrads:
     """Accumulates, block of rows by block, the gradients of K = x W_k^T + b_k, V = x W_v^T + b_v from dK, dV:
     dx (written block by block into one tensor), dW_k, db_k, dW_v, db_v (as ``needs_input_grad`` asks)."""
@@ -376,15 +386,16 @@ class _KVMoments(torch.autograd.Function):
         d = dm // heads
         k, v, rk, rv, blocks = _projected_blocks(x, wk, bk, wv, bv, heads, eps)
         r_kv = x.new_empty(b, heads, d, d)
-        r_1k, r_1v = x.new_empty(b, pos1.shape[-1], dm), x.new_empty(b, pos1.shape[-1], dm)
+        p1w = _few_columns_t(pos1, w)
+        r_1k, r_1v = x.new_empty(b, p1w.shape[1], dm), x.new_empty(b, p1w.shape[1], dm)
         for i0, i1, kb, vb in blocks:
             kw = kb if w is None else kb * w[i0:i1, :, None, None]
             for i in range(i1 - i0):
                 _head_gram(kw[i], vb[i], r_kv[i0 + i])
             del kw
-            p1w = (pos1[i0:i1] if w is None else pos1[i0:i1] * w[i0:i1, :, None]).transpose(1, 2)
-            torch.bmm(p1w, kb.view(i1 - i0, n, dm), out=r_1k[i0:i1])
-            torch.bmm(p1w, vb.view(i1 - i0, n, dm), out=r_1v[i0:i1])
+            torch.bmm(p1w[i0:i1], kb.view(i1 - i0, n, dm), out=r_1k[i0:i1])
+            torch.bmm(p1w[i0:i1], vb.view(i1 - i0, n, dm), out=r_1v[i0:i1])
+        r_1k, r_1v = r_1k[:, : pos1.shape[-1]], r_1v[:, : pos1.shape[-1]]
         k, v = k.view(b, n, heads, d), v.view(b, n, heads, d)
         ctx.save_for_backward(x, wk, wv, k, v, rk, rv, pos1, w)
         ctx.normalized = eps is not None
@@ -443,8 +454,9 @@ class _SoftKVMoments(torch.autograd.Function):
     sum_n w left^T V^ (batch, columns of left, d_model).  K^, V^ as in :class:`_KVMoments` (rms-normalized about a
     mean removed in weight space when ``eps`` is given, else the raw projections); ``g``, ``c`` (d_model,) the key
     columns' gain and offset (the layer norm's gamma and beta times the scale; c cancels in the softmax, so its
-    gradient, the column sums of dE * E, is zero up to round-off, as on the explicit path).  Saves x, K^, V^, E and
-    two rstd's.
+    gradient, the column sums of dE * E, is zero up to round-off, as on the explicit path).  Saves x, K^, V^, the
+    shifts and two rstd's: E lives a block at a time and the backward forms it again from K^ (as fast as saving it,
+    and one n-sized tensor less: the layer's peak memory at n = 8192, batch 4, 151 MiB instead of 167).
     """
 
     @staticmethod
@@ -452,30 +464,35 @@ class _SoftKVMoments(torch.autograd.Function):
         b, n, dm = x.shape
         d = dm // heads
         k, v, rk, rv, blocks = _projected_blocks(x, wk, bk, wv, bv, heads, eps)
-        e = x.new_empty(b, n, dm)
+        nshift = x.new_empty(b, 1, dm)
         r_ev = x.new_empty(b, heads, d, d)
-        r_le, r_lv = x.new_empty(b, left.shape[-1], dm), x.new_empty(b, left.shape[-1], dm)
+        lw = _few_columns_t(left, w)
+        r_le, r_lv = x.new_empty(b, lw.shape[1], dm), x.new_empty(b, lw.shape[1], dm)
+        scratch = None
         for i0, i1, kb, vb in blocks:
             bb = i1 - i0
             kb, vb = kb.view(bb, n, dm), vb.view(bb, n, dm)
             # the shift is constant per batch element and column and cancels in the softmax over the points:
             # E = exp(g K^ + c - (shift + c)), shift the largest g * K^ over the points (amin/amax: aminmax is slow)
             shift = torch.where(g >= 0, g * kb.amax(1), g * kb.amin(1))
-            eb = torch.addcmul(shift.neg_().unsqueeze(1), kb, g, out=e[i0:i1]).exp_()
+            nshift[i0:i1, 0] = shift.neg_()
+            if scratch is None:  # E lives a block at a time (the first block is the largest); backward recomputes it
+                scratch = x.new_empty(bb * n * dm)
+            eb = torch.addcmul(nshift[i0:i1], kb, g, out=scratch[: bb * n * dm].view(bb, n, dm)).exp_()
             ew = eb if w is None else eb * w[i0:i1, :, None]
             for i in range(bb):
                 _head_gram(ew[i].view(n, heads, d), vb[i].view(n, heads, d), r_ev[i0 + i])
             del ew
-            lw = (left[i0:i1] if w is None else left[i0:i1] * w[i0:i1, :, None]).transpose(1, 2)
-            torch.bmm(lw, eb, out=r_le[i0:i1])
-            torch.bmm(lw, vb, out=r_lv[i0:i1])
-        ctx.save_for_backward(x, wk, wv, k, v, e, rk, rv, g, left, w)
+            torch.bmm(lw[i0:i1], eb, out=r_le[i0:i1])
+            torch.bmm(lw[i0:i1], vb, out=r_lv[i0:i1])
+        ctx.save_for_backward(x, wk, wv, k, v, nshift, rk, rv, g, left, w)
         ctx.heads, ctx.normalized = heads, eps is not None
-        return r_ev, r_le, r_lv
+        m = left.shape[-1]
+        return r_ev, r_le[:, :m], r_lv[:, :m]
 
     @staticmethod
     def backward(ctx, d_ev, d_le, d_lv):
-        x, wk, wv, k, v, e, rk, rv, g, left, w = ctx.saved_tensors
+        x, wk, wv, k, v, nshift, rk, rv, g, left, w = ctx.saved_tensors
         b, n, dm = x.shape
         h = ctx.heads
         need = ctx.needs_input_grad
@@ -483,18 +500,22 @@ class _SoftKVMoments(torch.autograd.Function):
         acc = _ProjectionGrads(x, wk, wv, need)
         dg = x.new_zeros(dm) if need[5] else None
         dc = x.new_zeros(dm) if need[6] else None
+        scratch = None
         for blk in _row_blocks(x):
             i0, i1, s, t = blk
             bb, m = i1 - i0, t - s
             rows = (slice(i0, i1), slice(s, t))
+            if scratch is None:
+                scratch = x.new_empty(bb * m * dm)
+            eb = torch.addcmul(nshift[i0:i1], k[rows], g, out=scratch[: bb * m * dm].view(bb, m, dm)).exp_()
             de = _head_apply(v[rows].view(bb, m, h, -1), d_et[i0:i1]).view(bb, m, dm)
             torch.baddbmm(de, left[rows], d_le[i0:i1], out=de)
-            dv = _head_apply(e[rows].view(bb, m, h, -1), d_ev[i0:i1]).view(bb, m, dm)
+            dv = _head_apply(eb.view(bb, m, h, -1), d_ev[i0:i1]).view(bb, m, dm)
             torch.baddbmm(dv, left[rows], d_lv[i0:i1], out=dv)
             if w is not None:
                 de.mul_(w[rows][..., None])
                 dv.mul_(w[rows][..., None])
-            dk = de.mul_(e[rows])  # d(g * K^ + c): through the exponential
+            dk = de.mul_(eb)  # d(g * K^ + c): through the exponential
             if dg is not None:
                 dg += (dk * k[rows]).sum((0, 1))
             if dc is not None:

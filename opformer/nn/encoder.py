@@ -35,7 +35,8 @@ class _ReluFFNResidual(torch.autograd.Function):
         for s in range(0, rows, chunk):  # a block of rows at a time: each block stays in cache between its passes
             e = min(s + chunk, rows)
             h = torch.addmm(b1, y2[s:e], w1.t(), out=hidden[s:e]).relu_()
-            torch.addmm(y2[s:e], h, w2.t(), out=out[s:e]).add_(b2)
+            o = torch.add(y2[s:e], b2, out=out[s:e])  # residual and bias in one pass; the product adds onto o itself
+            torch.addmm(o, h, w2.t(), out=o)
         ctx.save_for_backward(y2, hidden, w1, w2)
         ctx.shape = y.shape
         return out.view(y.shape)
