@@ -10,7 +10,7 @@ from typing import Any, ClassVar, Optional
 import torch
 from torch import Tensor, nn
 
-from ..nn.attention import FOURIER_ORDERS, KERNELS
+from ..nn.attention import FOURIER_ORDERS, KERNELS, QUADRATIC
 from ..nn.activations import ACTIVATIONS
 from ..nn.encoder import NORM_SCHEMES
 
@@ -148,6 +148,13 @@ class EncoderConfig:
             _positive_int("dim_feedforward", self.dim_feedforward)
         if self.chunk_size is not None:
             _positive_int("chunk_size", self.chunk_size)
+            if self.kind not in QUADRATIC:  # a setting that would do nothing is refused, not ignored
+                raise ValueError(f"chunk_size applies to the kinds that form an n x n matrix "
+                                 f"({', '.join(sorted(QUADRATIC))}); this model's kind is {self.kind} (leave "
+                                 "chunk_size at null)")
+        if self.fourier_order != "auto" and self.kind != "fourier":
+            raise ValueError(f"fourier_order applies to kind fourier only; this model's kind is {self.kind} (leave "
+                             "fourier_order at auto)")
         _rate("dropout", self.dropout)
         _rate("attn_dropout", self.attn_dropout)
         if self.ffn_dropout is not None:

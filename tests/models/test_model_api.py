@@ -195,6 +195,19 @@ def test_build_model_errors_name_the_problem():
         build_model({**TINY["transformer2d"], "boundary": "neumann"})
 
 
+def test_settings_of_other_kinds_are_refused_not_ignored():
+    # chunk_size only acts where an n x n matrix is formed, fourier_order only on the fourier kind
+    for kind in ("galerkin", "linear"):
+        with pytest.raises(ValueError, match=rf"chunk_size applies to .*fourier, softmax.*kind is {kind}"):
+            build_model({**TINY["transformer1d"], "kind": kind, "chunk_size": 16})
+    for kind in ("galerkin", "linear", "softmax"):
+        with pytest.raises(ValueError, match=rf"fourier_order applies to kind fourier only; .*kind is {kind}"):
+            build_model({**TINY["transformer1d"], "kind": kind, "fourier_order": "linear"})
+    for kind in ("fourier", "softmax"):  # where they act, they are taken
+        assert build_model({**TINY["transformer1d"], "kind": kind, "chunk_size": 16}) is not None
+    assert build_model({**TINY["transformer1d"], "kind": "fourier", "fourier_order": "quadratic"}) is not None
+
+
 def test_models_predict_on_grids_coarser_than_their_modes_and_say_what_they_keep():
     """A grid that resolves fewer Fourier modes than a model keeps is evaluated with the modes it resolves (the
     spectral layers' band-limited consistency is tested in tests/nn/test_spectral.py); the note says how many."""
