@@ -5,6 +5,7 @@ import re
 
 import numpy as np
 import pytest
+import torch
 
 import opformer
 from opformer.cli import main
@@ -78,6 +79,21 @@ def test_complex_or_text_inputs_are_refused(one_thread):
     for x in (np.zeros((2, 128), complex), np.full((1, 128), "a")):
         with pytest.raises(SettingError, match="inputs must hold real numbers"):
             model.predict(x)
+
+
+def test_inputs_with_nan_or_inf_are_refused_naming_the_samples(one_thread):
+    """A NaN anywhere in a sample makes the whole prediction NaN (the attention mixes all points): refused, naming
+    the samples, as a data file's NaN is refused when it is read; finite samples still predict."""
+    from opformer.config import SettingError
+
+    model = opformer.load("burgers-ft")
+    x = np.zeros((9, 128))
+    x[3, 5], x[7, 0] = np.nan, -np.inf
+    with pytest.raises(SettingError, match=r"inputs must be finite: NaN or inf in sample\(s\) 3, 7 of 9 "):
+        model.predict(x)
+    with pytest.raises(SettingError, match=r"sample\(s\) 3 of 9 "):
+        model.predict(torch.from_numpy(np.where(np.isneginf(x), 0.0, x)[:, :, None]).float())  # a tensor too
+    assert np.isfinite(model.predict(np.delete(x, [3, 7], axis=0))).all()
 
 
 @pytest.mark.parametrize("name, shape", [("darcy33-gt", (1, 1, 1)), ("darcy33-gt", (1, 2, 2)), ("burgers-ft", (1, 0)),

@@ -166,11 +166,17 @@ def _check_batch_size(batch_size) -> int:
 
 def _user_array(values, name: str) -> tuple[np.ndarray, bool]:
     """The user's ``values`` (an array, a tensor or a nested list) as a numpy array, and whether they came as a
-    tensor; complex or non-numeric values are refused, naming the argument."""
+    tensor; complex or non-numeric values are refused, naming the argument, and so are NaN and inf (naming the
+    samples: a model maps them to NaN everywhere, as a data file's are refused when it is read)."""
     as_torch = torch.is_tensor(values)
     x = values.detach().cpu().numpy() if as_torch else np.asarray(values)
     if np.iscomplexobj(x) or not (np.issubdtype(x.dtype, np.number) or x.dtype == np.bool_):
         raise _bad_argument(name, f"must hold real numbers, got an array of {x.dtype}")
+    if np.issubdtype(x.dtype, np.floating) and x.ndim > 0 and not np.isfinite(x).all():
+        bad = np.flatnonzero(~np.isfinite(x.reshape(x.shape[0], -1)).all(axis=1))
+        shown = ", ".join(map(str, bad[:5])) + (f" and {bad.size - 5} more" if bad.size > 5 else "")
+        raise _bad_argument(name, f"must be finite: NaN or inf in sample(s) {shown} of {x.shape[0]} (a prediction "
+                                  "from them would be NaN)")
     return x, as_torch
 
 
