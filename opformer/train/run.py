@@ -31,6 +31,7 @@ from ..config import ConfigError, TrainConfig
 from ..data.datasets import has_batch, stack_samples, suspicious_samples
 from ..tasks.artifact import LoadError, Predictor, load, make_artifact, read_checkpoint
 from ..tasks.base import ensure_files
+from ..tasks.losses import rel_l2
 from .config import model_error, resolve
 from .module import OperatorModule, count_parameters, lr_groups
 from .plots import plot_curves, plot_predictions, read_run_history
@@ -1064,6 +1065,13 @@ def foreign_predict_out(out: Path, data) -> Optional[str]:
     return None
 
 
+def _same_grid_arrays(pairs, keys, dim: int) -> bool:
+    """Whether the input and target arrays of a file have one grid (their first ``dim`` axes after the samples)
+    and the target one channel at most."""
+    xs, ys = pairs.shapes[keys[0]], pairs.shapes[keys[1]]
+    return xs[: dim + 1] == ys[: dim + 1] and (len(ys) == dim + 1 or (len(ys) == dim + 2 and ys[-1] == 1))
+
+
 def predict(model, *, data: str, out, keys=None, resolution: Optional[int] = None, batch_size: int = 32,
             resample: str = "auto") -> dict:
     """Predictions of a trained model for every sample of ``data``, written to ``out`` (.npz) with the per-sample
@@ -1096,15 +1104,32 @@ def predict(model, *, data: str, out, keys=None, resolution: Optional[int] = Non
             has_target = False  # no target array in the file: predictions only
     summary = {"model": str(model), "data": str(data), "n": 0}
     arrays: dict = {}
+    bundle = None
     if has_target:
-        bundle, _ = _test_set(predictor, data, keys, resolution)
+        try:
+            bundle, _ = _test_set(predictor, data, keys, resolution)
+        except DataError as exc:
+            # a grid the task's data loader does not take (a 2D task's non-square grid) but the model predicts on
+            # (interpolated to its training grid and back, as without targets): the same errors from the arrays
+            if resolution is not None or not _same_grid_arrays(pairs, keys, predictor.task.dim):
+                raise
+            x, y = pairs.read(keys[0], np.arange(pairs.n_samples)), pairs.read(keys[1], np.arange(pairs.n_samples))
+            try:
+                pred = predictor.predict(x, batch_size=batch_size)
+            except (ConfigError, DataError):
+                raise exc from None
+            errs = rel_l2(torch.from_numpy(pred.reshape(len(y), -1)).double(),
+                          torch.from_numpy(y.reshape(len(y), -1))).numpy()
+            arrays = {"prediction": pred.reshape(y.shape), "rel_l2": errs}
+            summary.update(n=len(errs), test_rel_l2=float(np.mean(errs)))
+    if bundle is not None:
         preds, errs = predictor.evaluate(bundle.datasets["test"], batch_size)
         # the layout of the file's target array: a channel axis of size 1 only where it has one (as Predictor.predict
         # keeps the layout of its inputs)
         channels = len(pairs.shapes[keys[1]]) > predictor.task.dim + 1
         arrays = {"prediction": preds[..., 0] if preds.shape[-1] == 1 and not channels else preds, "rel_l2": errs}
         summary.update(n=len(errs), test_rel_l2=float(np.mean(errs)))
-    else:
+    elif not has_target:
         src = open_source(data, keys[:1])
         x = src.read(keys[0], np.arange(src.n_samples))
         if resolution is not None:

@@ -308,3 +308,24 @@ def test_rollout_refuses_complex_initial_states(ns_run):
     grid = tuple(model.artifact["input_grid"])
     with pytest.raises(SettingError, match="u0 must hold real numbers, got an array of complex128"):
         model.rollout(np.zeros((1, *grid), complex), [1.0])
+
+
+def test_predict_with_targets_on_a_non_square_grid_as_without(tmp_path, capsys, one_thread):
+    """A 2D task's data loader takes square grids only, but the model predicts on others (interpolated to its
+    training grid and back): with targets, the predictions are those of Python's predict and the errors their
+    relative L2 to the targets, checked against targets of exactly known error."""
+    model = opformer.load("darcy33-gt")
+    rng = np.random.default_rng(0)
+    a = np.where(rng.random((3, 33, 41)) > 0.5, 12.0, 3.0)
+    pred = model.predict(a)
+    data, out = tmp_path / "rect.npz", tmp_path / "p.npz"
+    np.savez(data, coeff=a, sol=pred * 1.25)  # ||p - 1.25 p|| / ||1.25 p|| = 0.2 exactly
+    assert main(["predict", "darcy33-gt", "--data", str(data), "--keys", "coeff,sol", "--out", str(out)]) == 0
+    with np.load(out) as p:
+        np.testing.assert_allclose(p["prediction"], pred, rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(p["rel_l2"], 0.2, rtol=1e-5)
+    assert "interpolated" in capsys.readouterr().err
+    # --resolution still needs what the task's loader takes
+    assert main(["predict", "darcy33-gt", "--data", str(data), "--keys", "coeff,sol", "--out", str(out),
+                 "--resolution", "2"]) == 2
+    assert "needs square grids, found (33, 41)" in capsys.readouterr().err
