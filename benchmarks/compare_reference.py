@@ -15,8 +15,12 @@ and linear paths reassociate the same function and execute fewer).
 Targets: galerkin and linear at n=8192: ours/ref <= 0.8 and >= 0.7 of the matmul rate; fourier and softmax at
 n=2048: ours/ref <= 0.6.
 
+"prod" (``--products``): our layer's matrix products replayed alone (same ops, shapes, strides, order; their own
+buffers), their time as a share of our layer's and their rate as a fraction of the matmul rate: the ceiling that
+those product shapes allow, and what the rest of the layer (norms, exponentials, sums) costs on top.
+
 Usage:  python benchmarks/compare_reference.py [--cases galerkin:8192 linear:8192 ...] [--threads 1]
-            [--baseline-src DIR] [--json FILE]
+            [--baseline-src DIR] [--products] [--json FILE]
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ import torch
 from opformer.bench.measure import (
     count_flops,
     fwd_bwd_step,
+    products_replay,
     interleaved_times,
     loadavg,
     machine_info,
@@ -92,6 +97,8 @@ def run_case(kind, n, args, baseline=None) -> dict:
     flops_exec = count_flops(steps["ours"])
     mm, mm_flops = matmul_step("cpu", torch.float32, args.matmul_size)
     steps["matmul"] = mm
+    if args.products:  # our layer's matrix products alone, same shapes and order: the ceiling they allow
+        steps["products"], n_products, products_flops = products_replay(steps["ours"])
     load0 = loadavg()
     times = interleaved_times(steps, repeats=args.repeats, warmup=args.warmup)
     med = {k: statistics.median(v) for k, v in times.items()}
@@ -108,6 +115,10 @@ def run_case(kind, n, args, baseline=None) -> dict:
         "ratio_ours_over_ref_nodrop": med["ours"] / med["ref_nodrop"],
         "loadavg_before": load0, "loadavg_after": loadavg(),
     }
+    if args.products:
+        rec["products_calls"], rec["products_flops"] = n_products, products_flops
+        rec["products_share_of_ours"] = med["products"] / med["ours"]
+        rec["products_fraction_of_matmul_rate"] = products_flops / med["products"] / rate
     if baseline is not None:
         rec["ratio_baseline_over_ref"] = med["baseline"] / med["ref"]
         rec["fraction_of_matmul_rate_baseline"] = flops_model / med["baseline"] / rate
@@ -136,6 +147,9 @@ def main(argv=None) -> int:
     ap.add_argument("--matmul-size", type=int, default=2048)
     ap.add_argument("--baseline-src", default=None,
                     help="a directory holding an older opformer package: its layer is timed in the same round-robin")
+    ap.add_argument("--products", action="store_true",
+                    help="also time our layer's matrix products alone (same shapes, strides and order): their share "
+                         "of our time and their fraction of the matmul rate")
     ap.add_argument("--json", default=None, help="write the records here")
     args = ap.parse_args(argv)
     args.threads, note = choose_threads(args.threads)
@@ -154,6 +168,7 @@ def main(argv=None) -> int:
     hdr = (f"{'kind':9s} {'n':>6s} {'ours':>7s} " + (f"{'before':>7s} " if baseline else "")
            + f"{'ref':>7s} {'ref-nd':>7s} {'ours/ref':>8s} " + (f"{'bef/ref':>7s} " if baseline else "")
            + f"{'of mm':>6s} {'exec':>5s} " + (f"{'bef mm':>6s} " if baseline else "")
+           + (f"{'prod':>5s} {'prod mm':>7s} " if args.products else "")
            + f"{'mm GF/s':>7s} {'met':>4s} load")
     print(hdr, flush=True)
     records = []
@@ -170,6 +185,8 @@ def main(argv=None) -> int:
         line += f"{rec['fraction_of_matmul_rate']:6.2f} {rec['fraction_of_matmul_rate_executed']:5.2f} "
         if baseline:
             line += f"{rec['fraction_of_matmul_rate_baseline']:6.2f} "
+        if args.products:
+            line += f"{rec['products_share_of_ours']:5.2f} {rec['products_fraction_of_matmul_rate']:7.2f} "
         line += (f"{rec['matmul_gflops_fp32_interleaved']:7.1f} {'' if met is None else ('yes' if met else 'NO'):>4s} "
                  f"{rec['loadavg_before'][0]}->{rec['loadavg_after'][0]}")
         print(line, flush=True)

@@ -19,6 +19,7 @@ __all__ = [
     "peak_live_bytes",
     "count_flops",
     "count_flops_fake",
+    "products_replay",
     "matmul_rate",
     "matmul_step",
     "default_matmul_size",
@@ -208,6 +209,64 @@ def count_flops_fake(module: torch.nn.Module, *inputs) -> int:
         for name, p in module.named_parameters():
             params[name].requires_grad_(p.requires_grad)
         return count_flops(fwd_bwd_step(_Fake(), *fake_inputs))
+
+
+def _product_flops(func, args) -> int:
+    """2 x multiply-adds of one matrix product call (``mm``/``addmm``/``bmm``/``baddbmm``, their ``out=`` forms)."""
+    name = func.overloadpacket.__name__
+    a, b = (args[1], args[2]) if name in ("addmm", "baddbmm") else (args[0], args[1])
+    batch = a.shape[0] if a.dim() == 3 else 1
+    return 2 * batch * a.shape[-2] * a.shape[-1] * b.shape[-1]
+
+
+def products_replay(fn: Callable[[], object]) -> tuple[Callable[[], None], int, int]:
+    """The matrix products that one call of ``fn`` executes, replayed alone: ``(replay, calls, flops)``.
+
+    ``replay()`` runs the same product ops (mm, addmm, bmm, baddbmm and their ``out=`` forms) in the same order, on
+    tensors of the same shapes, strides and dtypes (each call its own buffers, filled with normal values, so that
+    operands come from memory about as often as in ``fn``).  Its time against ``fn``'s is the share of ``fn`` that
+    is products, and its rate against the machine's matmul rate the ceiling those shapes allow."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_map
+
+    aten = torch.ops.aten
+    products = {op for name in ("mm", "addmm", "bmm", "baddbmm") for op in
+                (getattr(aten, name).default, getattr(aten, name).out)}
+    calls: list = []
+
+    def meta(t):
+        if isinstance(t, torch.Tensor):
+            return ("tensor", tuple(t.shape), tuple(t.stride()), t.dtype, t.device)
+        return t
+
+    class _Record(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if func in products:
+                calls.append((func, tree_map(meta, args), tree_map(meta, kwargs), _product_flops(func, args)))
+            return func(*args, **kwargs)
+
+    with _Record():
+        fn()
+
+    def is_meta(m) -> bool:
+        return isinstance(m, tuple) and len(m) == 5 and m[0] == "tensor"
+
+    def build(m):
+        if is_meta(m):
+            _, shape, stride, dtype, device = m
+            need = 1 + sum((n - 1) * st for n, st in zip(shape, stride) if n > 0)
+            return torch.randn(need, dtype=dtype, device=device).as_strided(shape, stride)
+        return m
+
+    ready = [(func, tree_map(build, args, is_leaf=is_meta), tree_map(build, kwargs, is_leaf=is_meta))
+             for func, args, kwargs, _ in calls]
+
+    def replay() -> None:
+        for func, args, kwargs in ready:
+            func(*args, **kwargs)
+
+    return replay, len(calls), sum(c[3] for c in calls)
 
 
 def _extra_flop_formulas() -> dict:

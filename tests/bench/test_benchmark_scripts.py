@@ -28,12 +28,13 @@ def test_a_tiny_case_prints_and_records_its_ratio(tmp_path):
     rec_file = tmp_path / "cr.json"
     out = subprocess.run([sys.executable, str(SCRIPT), "--cases", "galerkin:64", "--d-model", "16", "--heads", "2",
                           "--d-ff", "32", "--repeats", "1", "--warmup", "1", "--threads", "1", "--matmul-size", "64",
-                          "--json", str(rec_file)], capture_output=True, text=True, timeout=300)
+                          "--products", "--json", str(rec_file)], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "galerkin" in out.stdout and "ours/ref" in out.stdout
     data = json.loads(rec_file.read_text())
     (rec,) = data["records"]
     assert rec["ratio_ours_over_ref"] > 0 and rec["seconds"]["ours"] > 0 and data["malloc"] in ("reuse", "system")
+    assert rec["products_flops"] == rec["flops_executed_fwd_bwd"] and rec["products_share_of_ours"] > 0
 
 
 def test_malloc_reuse_compares_both_settings(tmp_path):

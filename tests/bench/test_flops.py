@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from opformer.bench.cases import attention_case, build_case
-from opformer.bench.measure import count_flops, fwd_bwd_step
+from opformer.bench.measure import count_flops, fwd_bwd_step, products_replay
 from opformer.nn import fourier_attention, galerkin_attention
 
 
@@ -74,3 +74,20 @@ def test_fused_paths_are_seen_by_the_flop_counter():
 def _layer_flops_fused(kind, n, fused):
     module, inputs = build_case(attention_case(kind, n, d_model=16, n_heads=2, batch=1, fused=fused))
     return count_flops(fwd_bwd_step(module, *inputs))
+
+
+@pytest.mark.parametrize("kind, fused", [("galerkin", True), ("linear", True), ("galerkin", False), ("fourier", True)])
+def test_the_products_replay_holds_every_product_of_the_step(kind, fused):
+    """The products-only replay (benchmarks/compare_reference.py --products) runs the products that the layer's
+    step executes: their FLOPs are the flop counter's count of the step (which sees products only), and the replay
+    runs the same number of product calls, on tensors of the recorded shapes."""
+    from opformer.nn import EncoderLayer
+
+    torch.manual_seed(0)
+    layer = EncoderLayer(16, 2, kind, dim_feedforward=24, pos_dim=1, fused=fused).train()
+    x, pos = torch.randn(3, 40, 16), torch.rand(3, 40, 1)
+    step = fwd_bwd_step(layer, x, pos)
+    replay, calls, flops = products_replay(step)
+    assert calls > 5 and flops == count_flops(step)
+    again, calls2, flops2 = products_replay(replay)  # the replay records as the same products
+    assert (calls2, flops2) == (calls, flops)
