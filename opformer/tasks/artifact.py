@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import sys
 import warnings
@@ -150,6 +151,9 @@ def _bad_argument(name: str, problem: str) -> SettingError:
     """An error naming the argument ``name`` (``times must be ...``), or its flag on the command line (``--times``)."""
     return SettingError(f"{name} {problem}", f"{flag(name)} {problem}")
 
+
+#: the most model calls one autoregressive or mixed rollout may take (t / step); more is refused, not run for hours
+MAX_ROLLOUT_STEPS = 1_000_000
 
 #: the fewest grid points along an axis that a model predicts on (fewer sample no function; a 1x1 input was
 #: interpolated to the training grid and gave a meaningless field)
@@ -370,14 +374,25 @@ class Predictor:
         batch_size = _check_batch_size(batch_size)
         if not self.time_dependent:
             raise ConfigError(f"the model of task {self.task.name} is not time-dependent: it has no rollout")
-        step = float(info["step"] if step is None else step)
-        if not step > 0:
-            raise _bad_argument("step", f"must be > 0, got {step}")
+        trained_step = float(info["step"])
+        if self.history > 1 and step is not None and not math.isclose(float(step), trained_step, rel_tol=1e-6):
+            # such a model moves one training snapshot a call, whatever step says: another step would mislabel times
+            raise _bad_argument("step", f"of a model with history {self.history} is its training snapshot spacing "
+                                        f"{trained_step:g} (each call predicts the next snapshot); got {step}")
+        step = trained_step if step is None else float(step)
+        if not (math.isfinite(step) and step > 0):
+            raise _bad_argument("step", f"must be a finite number > 0, got {step}")
         times = [float(t) for t in np.atleast_1d(np.asarray(times, dtype=np.float64))]
-        if not times or min(times) <= 0 or any(b <= a for a, b in zip(times, times[1:])):
-            raise _bad_argument("times", f"must be ascending values > 0, got {times}")
+        if (not times or not all(math.isfinite(t) for t in times) or min(times) <= 0
+                or any(b <= a for a, b in zip(times, times[1:]))):
+            raise _bad_argument("times", f"must be finite ascending values > 0, got {times}")
         if mode not in ("direct", "autoregressive", "mixed"):
             raise _bad_argument("mode", f"must be direct, autoregressive or mixed, got {mode!r}")
+        longest = max(step, float(info.get("max_lead", step))) if mode == "mixed" else step
+        calls = 0 if mode == "direct" else times[-1] / longest + longest / step
+        if calls > MAX_ROLLOUT_STEPS:
+            raise _bad_argument("times", f"up to {times[-1]:g} take about {calls:.3g} model calls of {mode} steps "
+                                         f"(more than {MAX_ROLLOUT_STEPS:,}); give a larger step or mode direct")
         if self.history > 1:
             return self._rollout_history(u0, times, mode, step, self.history)
         x, as_torch = _user_array(u0, "u0")
@@ -392,7 +407,6 @@ class Predictor:
         eps = 1e-9 * max(times[-1], 1.0)
         jumps = [step]
         if mode == "mixed":
-            longest = max(step, float(info.get("max_lead", step)))
             jumps = sorted({step * k for k in range(1, int(longest / step + 1e-9) + 1)}, reverse=True)
         outs = []
         for lo in range(0, xin.shape[0], batch_size):

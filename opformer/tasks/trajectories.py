@@ -52,19 +52,48 @@ def stored_times(path, src, key: str, time_key: str) -> Optional[np.ndarray]:
     if time_key == "t" and "t" in src.coords:
         return np.asarray(src.coords["t"], dtype=np.float64).reshape(-1)
     try:
-        return np.asarray(load_arrays(path, (time_key,))[time_key], dtype=np.float64).reshape(-1)
+        raw = load_arrays(path, (time_key,))[time_key]
     except DataError:
-        pass
+        raw = None
+    if raw is not None:
+        return _one_time_axis(raw, path, time_key)
     if str(path).endswith((".h5", ".hdf5")):
         import h5py
 
         with h5py.File(path, "r") as h5:
             for obj in (h5, h5.get(key)):
                 if obj is not None and time_key in obj.attrs:
-                    return np.asarray(obj.attrs[time_key], dtype=np.float64).reshape(-1)
+                    return _one_time_axis(obj.attrs[time_key], path, time_key)
     if "t" in src.coords:
         return np.asarray(src.coords["t"], dtype=np.float64).reshape(-1)
     return None
+
+
+def _one_time_axis(values, path, time_key: str) -> np.ndarray:
+    """Stored times as one axis: a vector, or a (trajectories, times) array whose rows are all the same times (the
+    snapshot times are shared by all trajectories)."""
+    t = np.asarray(values, dtype=np.float64)
+    if t.ndim == 2 and t.shape[0] >= 1 and np.array_equal(t, np.broadcast_to(t[:1], t.shape)):
+        return t[0]
+    if t.ndim > 1 and t.size != max(t.shape):
+        raise DataError(f"{path}: the times {time_key!r} have shape {t.shape}: give one time axis shared by every "
+                        "trajectory (its rows differ)")
+    return t.reshape(-1)
+
+
+def time_array_hint(path, key: str, n_times: int) -> str:
+    """'; the file has an array 'times' of N values: --time-key times names them' for the arrays of ``path``
+    (other than ``key``) that hold ``n_times`` values, else ''."""
+    from ..data.readers import describe_arrays
+
+    try:
+        names = [name for name, shape, _ in describe_arrays(path)
+                 if name != key and len(shape) in (1, 2) and shape[-1] == n_times]
+    except DataError:
+        return ""
+    if not names:
+        return ""
+    return f"; the file has {', '.join(repr(n) for n in names[:3])} of {n_times} values: --time-key {names[0]} names them"
 
 
 def _snapshot_times(path, src, options, n_times: int, key: str, fitting: bool) -> np.ndarray:
@@ -78,7 +107,8 @@ def _snapshot_times(path, src, options, n_times: int, key: str, fitting: bool) -
                         f"times (`opformer data info {path}` lists its arrays); leave --time-key out and give --dt "
                         f"when the file stores none")
     warnings.warn(f"{path} stores no snapshot times (no array or attribute {options.time_key!r}, --time-key): the "
-                  f"snapshots are taken {options.dt:g} apart (--dt)", OpformerWarning, stacklevel=2)
+                  f"snapshots are taken {options.dt:g} apart (--dt){time_array_hint(path, key, n_times)}",
+                  OpformerWarning, stacklevel=2)
     return np.arange(n_times) * options.dt
 
 

@@ -5,7 +5,9 @@ an animated GIF of one trajectory."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
+import warnings
 from pathlib import Path
 from typing import Optional
 
@@ -30,6 +32,8 @@ def register(sub) -> None:
     r.add_argument("--mode", default="direct", choices=("direct", "autoregressive", "mixed"))
     r.add_argument("--step", type=float, help="autoregressive step (default: the training snapshot spacing)")
     r.add_argument("--times", help="comma-separated times t - t_0 (default: the file's snapshot times)")
+    r.add_argument("--time-key", help="the array (or HDF5 attribute) of the file's snapshot times (default: the "
+                                      "training's, or t)")
     r.add_argument("--samples", type=int, help="use the first N >= 1 trajectories of the file (default: all)")
     r.add_argument("--show", type=int, default=0, help="trajectory shown in the panels and the GIF (default 0)")
     r.add_argument("--out", help="output directory (default: RUN/rollout-MODE on the run's own data file, "
@@ -52,27 +56,47 @@ def _run(args) -> int:
     try:
         with _one_line_warnings():
             m = rollout_file(args.model, data=args.data, mode=args.mode, step=args.step, times=times, out=args.out,
-                             key=args.keys, samples=args.samples, show=args.show, resample=args.resample)
+                             key=args.keys, samples=args.samples, show=args.show, resample=args.resample,
+                             time_key=args.time_key)
     except (ConfigError, DataError, LoadError) as exc:
         return _fail(exc)
     known = [(t, e) for t, e in zip(m["times"], m["rel_l2"]) if e is not None]
     if known:
-        print(f"{m['mode']} rollout of {m['n']} trajectories ({m['trajectories']}): mean relative L2 over time {m['mean_rel_l2']:.4e}, "
+        print(f"{m['mode']} rollout of {_count(m['n'], 'trajectory', 'trajectories')} ({m['trajectories']}): mean relative L2 over time {m['mean_rel_l2']:.4e}, "
               f"at t = {known[-1][0]:g}: {known[-1][1]:.4e}")
     else:
-        print(f"{m['mode']} rollout of {m['n']} trajectories at times the file does not store: predictions only")
+        print(f"{m['mode']} rollout of {_count(m['n'], 'trajectory', 'trajectories')} at times the file does not store: predictions only")
     print(f"wrote {m['out']}/rollout.json, rollout.csv, predictions.npz and plots/ (error_vs_time.png, snapshots.png, "
           "trajectory.gif)")
     return 0
 
 
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
+def _check_layout(data, key: str, shape: tuple, dim: int) -> None:
+    """A trajectory array of a ``dim``-D model: (samples, times, *grid) or (samples, times, *grid, 1)."""
+    from ..pde.errors import DataError
+
+    if len(shape) == dim + 2 or (len(shape) == dim + 3 and shape[-1] == 1):
+        return
+    grid = "n" if dim == 1 else ", ".join(["n"] * dim)
+    raise DataError(f"{data}: key {key!r} has shape {tuple(shape)}; this {dim}D model rolls out trajectory arrays "
+                    f"(samples, times, {grid}) or (samples, times, {grid}, 1)")
+
+
 def rollout_file(model, *, data, mode="direct", step: Optional[float] = None, times=None, out=None, key=None,
-                 samples: Optional[int] = None, show: int = 0, resample: str = "auto") -> dict:
-    """Roll ``model`` out on the trajectories of ``data``; writes the errors and plots into ``out``."""
+                 samples: Optional[int] = None, show: int = 0, resample: str = "auto",
+                 time_key: Optional[str] = None) -> dict:
+    """Roll ``model`` out on the trajectories of ``data``; writes the errors and plots into ``out``.  ``time_key``:
+    the array or HDF5 attribute of the file's snapshot times (default: the training's)."""
     from ..config import ConfigError, SettingError
     from ..data.readers import open_source
     from ..tasks.artifact import load
-    from ..tasks.trajectories import rollout_times
+    from ..config import OpformerWarning
+    from ..pde.errors import DataError
+    from ..tasks.trajectories import rollout_times, stored_times, time_array_hint
 
     for name, value, least in (("samples", samples, 1), ("show", show, 0)):
         if value is not None and value < least:
@@ -94,9 +118,18 @@ def rollout_file(model, *, data, mode="direct", step: Optional[float] = None, ti
     if not predictor.time_dependent:
         raise ConfigError(f"{model}: the model of task {predictor.task.name} is not time-dependent")
     key = key or info.get("key") or predictor.artifact["keys"][0]
+    if time_key is not None and not time_key.strip():
+        raise SettingError("time_key must not be empty", "--time-key must not be empty")
+    options = predictor.options
+    if time_key is not None:
+        options = dataclasses.replace(options, time_key=time_key)
     src = open_source(data, (key,))
+    _check_layout(data, key, src.shapes[key], predictor.task.dim)
     indices, which = _trajectories(predictor.run_config, Path(data), src.n_samples)
     if samples is not None:
+        if samples > len(indices):
+            warnings.warn(f"--samples {samples}: {data} has {_count(len(indices), 'trajectory', 'trajectories')} "
+                          f"to roll out ({which}); all are used", OpformerWarning, stacklevel=2)
         indices = indices[: int(samples)]
     n = len(indices)
     if n < 1 or not 0 <= show < n:
@@ -104,10 +137,21 @@ def rollout_file(model, *, data, mode="direct", step: Optional[float] = None, ti
     traj = src.read(key, indices)
     if traj.ndim == predictor.task.dim + 3:
         traj = traj[..., 0]
-    file_times = rollout_times(data, src, key, traj.shape[1], predictor.options, info["times"])
+    if time_key is not None and stored_times(data, src, key, time_key) is None:
+        raise DataError(f"{data}: no array or HDF5 attribute {time_key!r} (--time-key) holds the snapshot times")
+    if stored_times(data, src, key, options.time_key) is None:
+        warnings.warn(f"{data} stores no snapshot times (no array or attribute {options.time_key!r}, --time-key): "
+                      f"its snapshots are taken at the training times{time_array_hint(data, key, traj.shape[1])}",
+                      OpformerWarning, stacklevel=2)
+    file_times = rollout_times(data, src, key, traj.shape[1], options, info["times"])
     rel = file_times - file_times[0]
     h = predictor.history
     want = rel[h:] if times is None else np.asarray(times, dtype=np.float64)
+    if h > 1 and times is not None and not np.all(want > rel[h - 1]):
+        raise SettingError(
+            f"times of a model with history {h} lie after its {h} given snapshots (t > {rel[h - 1]:g}), got {times}",
+            f"--times of a model with --history {h} lie after its {h} given snapshots (t > {rel[h - 1]:g}), got "
+            f"{','.join(f'{t:g}' for t in times)}")
     if h > 1:  # the FNO protocol: the first h snapshots in, the rest predicted one step at a time
         pred = predictor.rollout(traj[:, :h], want - rel[h - 1], mode=mode, step=step)
     else:

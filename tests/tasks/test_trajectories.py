@@ -210,10 +210,22 @@ def test_rollout_errors_name_the_argument_in_python_and_the_flag_on_the_command_
     u0 = np.zeros((1, 16, 16) if history == 1 else (1, history, 16, 16))
     # (Python arguments, command-line flags, the Python error, the command line's)
     if history == 1:
-        cases = [({"times": [1.0, 0.5]}, ["--times", "1,0.5"], "times must be ascending values > 0, got [1.0, 0.5]",
-                  "--times must be ascending values > 0, got [1.0, 0.5]"),
-                 ({"times": [0.5], "step": 0}, ["--step", "0"], "step must be > 0, got 0.0",
-                  "--step must be > 0, got 0.0"),
+        cases = [({"times": [1.0, 0.5]}, ["--times", "1,0.5"],
+                  "times must be finite ascending values > 0, got [1.0, 0.5]",
+                  "--times must be finite ascending values > 0, got [1.0, 0.5]"),
+                 ({"times": [0.5], "step": 0}, ["--step", "0"], "step must be a finite number > 0, got 0.0",
+                  "--step must be a finite number > 0, got 0.0"),
+                 # inf hung the autoregressive loop; nan gave NaN fields and a rollout.json no strict reader takes
+                 ({"times": [1.0, np.inf], "mode": "autoregressive"}, ["--times", "1,inf", "--mode", "autoregressive"],
+                  "times must be finite ascending values > 0, got [1.0, inf]",
+                  "--times must be finite ascending values > 0, got [1.0, inf]"),
+                 ({"times": [np.nan]}, ["--times", "nan"], "times must be finite ascending values > 0, got [nan]",
+                  "--times must be finite ascending values > 0, got [nan]"),
+                 ({"times": [1e7], "mode": "autoregressive"}, ["--times", "1e7", "--mode", "autoregressive"],
+                  "times up to 1e+07 take about 2e+07 model calls of autoregressive steps (more than 1,000,000); "
+                  "give a larger step or mode direct",
+                  "--times up to 1e+07 take about 2e+07 model calls of autoregressive steps (more than 1,000,000); "
+                  "give a larger step or mode direct"),
                  ({"times": [0.5], "mode": "jump"}, None, "mode must be direct, autoregressive or mixed, got 'jump'",
                   None)]  # argparse checks --mode's choices
     else:  # the command line's --times count from the first snapshot, the argument's from the second
@@ -222,11 +234,21 @@ def test_rollout_errors_name_the_argument_in_python_and_the_flag_on_the_command_
                   "a model with --history 2 rolls out one snapshot at a time: use --mode autoregressive"),
                  ({"times": [0.25], "mode": "autoregressive"}, ["--mode", "autoregressive", "--times", "0.75"],
                   "times must be multiples of the step 0.5 for a model with history 2",
-                  "--times must be multiples of the step 0.5 for a model with --history 2")]
+                  "--times must be multiples of the step 0.5 for a model with --history 2"),
+                 # each call moves one training snapshot: another step relabelled the frames (t = 0.5 was t = 1)
+                 ({"times": [0.5], "mode": "autoregressive", "step": 0.25},
+                  ["--mode", "autoregressive", "--step", "0.25"],
+                  "step of a model with history 2 is its training snapshot spacing 0.5 (each call predicts the next "
+                  "snapshot); got 0.25",
+                  "--step of a model with history 2 is its training snapshot spacing 0.5 (each call predicts the next "
+                  "snapshot); got 0.25"),
+                 (None, ["--mode", "autoregressive", "--times", "0.25"], None,  # the user's times, not shifted ones
+                  "--times of a model with --history 2 lie after its 2 given snapshots (t > 0.5), got 0.25")]
     for kwargs, flags, python, cli in cases:
-        with pytest.raises(opformer.tasks.artifact.ConfigError) as caught:
-            model.rollout(u0, **kwargs)
-        assert str(caught.value) == python
+        if kwargs is not None:
+            with pytest.raises(opformer.tasks.artifact.ConfigError) as caught:
+                model.rollout(u0, **kwargs)
+            assert str(caught.value) == python
         if flags is not None:
             assert main(["rollout", str(tmp_path / "m"), "--data", str(ns_file), *flags,
                          "--out", str(tmp_path / "r")]) == 2
@@ -372,3 +394,45 @@ def test_pair_batches_are_the_stacked_items_on_the_host_and_on_a_device_copy(his
             assert got.keys() == want.keys()
             for key in want:
                 assert got[key].dtype == want[key].dtype and torch.equal(got[key], want[key]), key
+
+
+def test_rollout_checks_the_trajectory_layout_and_finds_the_times(ns_file, tmp_path, capsys):
+    """A trajectory array of another dimension is refused with its shape (a 1D model took the slice y = 0 of 2D
+    fields); the times come from --time-key (also per trajectory, when every row is the same), a file without them
+    is noted with the array that may hold them, and --samples beyond the file says that all are used."""
+    from opformer.tasks.artifact import Predictor
+    from opformer.train.config import apply_overrides, load_preset
+    from opformer.train.run import prepare_run
+
+    cfg, explicit = apply_overrides(load_preset("ns-fno"), {"data.path": str(ns_file), "n_test": 2, "n_val": 2,
+                                                            "width": 4})
+    run, _, operator, artifact, _ = prepare_run(cfg, frozenset(explicit))
+    Predictor(operator, artifact, run.task, run.options).save_pretrained(tmp_path / "m")
+    rng = np.random.default_rng(0)
+    time = np.tile(0.1 * np.arange(5), (3, 1))  # (trajectories, times), the same times in every row
+    data = tmp_path / "mine.npz"
+    np.savez(data, vort=rng.standard_normal((3, 5, 16, 16)), line=rng.standard_normal((3, 5, 16)),
+             x=np.linspace(0, 1, 16), time=time)
+    m, out = str(tmp_path / "m"), str(tmp_path / "r")
+    for key, shape in (("line", "(3, 5, 16)"), ("x", "(16,)")):
+        assert main(["rollout", m, "--data", str(data), "--keys", key, "--out", out]) == 2
+        assert capsys.readouterr().err == (f"opformer: error: {data}: key {key!r} has shape {shape}; this 2D model "
+                                           "rolls out trajectory arrays (samples, times, n, n) or (samples, times, n, "
+                                           "n, 1)\n")
+    with warnings.catch_warnings():  # this module ignores UserWarnings
+        warnings.simplefilter("always", opformer.OpformerWarning)
+        assert main(["rollout", m, "--data", str(data), "--keys", "vort", "--out", out, "--samples", "7"]) == 0
+    err = capsys.readouterr().err
+    assert f"--samples 7: {data} has 3 trajectories to roll out (all trajectories of the file); all are used" in err
+    assert "stores no snapshot times" in err and "the file has 'time' of 5 values: --time-key time names them" in err
+    trained = json.loads((tmp_path / "r" / "rollout.json").read_text())["times"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", opformer.OpformerWarning)
+        assert main(["rollout", m, "--data", str(data), "--keys", "vort", "--out", out, "--time-key", "time"]) == 0
+    assert "stores no snapshot times" not in capsys.readouterr().err
+    assert json.loads((tmp_path / "r" / "rollout.json").read_text())["times"] == pytest.approx([0.1, 0.2, 0.3, 0.4])
+    assert trained != pytest.approx([0.1, 0.2, 0.3, 0.4])  # the training's spacing, without --time-key
+    np.savez(data, vort=rng.standard_normal((3, 5, 16, 16)), time=time + np.arange(3)[:, None])  # rows differ
+    assert main(["rollout", m, "--data", str(data), "--keys", "vort", "--out", out, "--time-key", "time"]) == 2
+    assert "the times 'time' have shape (3, 5): give one time axis shared by every trajectory" in \
+        capsys.readouterr().err
