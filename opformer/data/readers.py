@@ -328,6 +328,16 @@ class ArraySource:
                 raise DataError(f"{nxt.path}: starts at sample {b['start']} but {prev.path} stops at {a['stop']}; samples [{a['stop']}, {b['start']}) are missing")
         self._canonical = canonical_recipe(ref.header["recipe"])
 
+    @staticmethod
+    def _nonfinite_samples(f, key: str) -> list[int]:
+        """The samples of ``key`` in file ``f`` (its own positions) that hold NaN or inf, read in blocks."""
+        per = max(1, (1 << 24) // max(1, int(np.prod(f.shapes[key][1:]))))  # about 16M values a block
+        bad: list[int] = []
+        for lo in range(0, f.n_samples, per):
+            block = f.read(key, lo, min(lo + per, f.n_samples))
+            bad += (np.flatnonzero(~np.isfinite(block.reshape(block.shape[0], -1)).all(axis=1)) + lo).tolist()
+        return bad
+
     def describe(self) -> str:
         """Short name for messages: the file, or the first file and the count."""
         return str(self.paths[0]) if len(self.paths) == 1 else f"{self.paths[0]} (+{len(self.paths) - 1} shards)"
@@ -358,9 +368,11 @@ class ArraySource:
                 lo, hi = lo_run - self._offsets[fi], min(hi_run, self._offsets[fi + 1]) - self._offsets[fi]
                 block = f.read(key, int(lo), int(hi))
                 bad = ~np.isfinite(block.reshape(block.shape[0], -1)).all(axis=1)
-                if bad.any():
-                    which = np.flatnonzero(bad)[:5] + lo
-                    raise DataError(f"{f.path}: key {key!r} contains NaN or inf in sample(s) {which.tolist()} (shape {f.shapes[key]})")
+                if bad.any():  # every such sample of the file named, not only those of this read (a split)
+                    which = self._nonfinite_samples(f, key)
+                    shown = ", ".join(map(str, which[:8])) + (f" and {len(which) - 8} more" if len(which) > 8 else "")
+                    raise DataError(f"{f.path}: key {key!r} contains NaN or inf in {len(which)} of its "
+                                    f"{f.n_samples} samples: {shown} (shape {f.shapes[key]})")
                 out[pos : pos + block.shape[0]] = block
                 pos += block.shape[0]
                 lo_run += hi - lo

@@ -73,8 +73,13 @@ def test_inconsistent_sample_counts_and_nan_are_reported(tmp_path):
     nan = A.copy()
     nan[1, 2, 3] = np.nan
     np.savez(tmp_path / "nan.npz", a=nan, u=U)
-    with pytest.raises(DataError, match=r"nan\.npz: key 'a' contains NaN or inf in sample\(s\) \[1\]"):
+    with pytest.raises(DataError, match=r"nan\.npz: key 'a' contains NaN or inf in 1 of its 3 samples: 1 "):
         load_arrays(tmp_path / "nan.npz", ("a", "u"))
+    # a read of some samples (a split) names every bad sample of the file, not only those it read
+    nan[0, 0, 0], nan[2, 1, 1] = np.inf, -np.inf
+    np.savez(tmp_path / "nan.npz", a=nan, u=U)
+    with pytest.raises(DataError, match=r"nan\.npz: key 'a' contains NaN or inf in 3 of its 3 samples: 0, 1, 2 "):
+        open_source(tmp_path / "nan.npz", ("a",)).read("a", [1])
 
 
 def test_shards_concatenate_by_index_and_gaps_overlaps_and_recipes_are_checked(tmp_path):

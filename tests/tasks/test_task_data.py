@@ -290,7 +290,7 @@ def test_inconsistent_shapes_missing_keys_and_nan_are_reported(tmp_path):
     sol = np.ones((4, 9, 9))
     sol[1, 4, 4] = np.nan
     np.savez(tmp_path / "nan.npz", coeff=np.ones((4, 9, 9)), sol=sol)
-    with pytest.raises(DataError, match=r"nan\.npz: key 'sol' contains NaN or inf in sample\(s\) \[1\]"):
+    with pytest.raises(DataError, match=r"nan\.npz: key 'sol' contains NaN or inf in 1 of its 4 samples: 1 "):
         _load("darcy", tmp_path / "nan.npz", resolution=5, n_val=1, n_test=1)
     with pytest.raises(DataError, match=r"missing\.h5: file not found"):
         _load("darcy", tmp_path / "missing.h5")
