@@ -417,3 +417,36 @@ class TrainConfig:
     plot_samples: int = opt(4, "test samples shown in the prediction plot", min=0)
     limit_train_batches: Optional[Union[int, float]] = opt(None, "batches per epoch (a count or a fraction; "
                                                                  "null: all)", above=0)
+
+    def __post_init__(self):
+        # the values that go to Lightning's Trainer as they are, in the forms it takes: refused here in the user's
+        # terms, before anything is read or written (Lightning would fail once the run directory exists)
+        limit = self.limit_train_batches
+        if isinstance(limit, float) and limit > 1.0 and not limit.is_integer():
+            raise ConfigError(f"--limit-train-batches: a fraction must be <= 1.0, got {limit!r} (a count of batches "
+                              "is a whole number)")
+        if devices_value(self.devices) is None:
+            raise ConfigError(f"--devices: expected a positive integer, a list of GPU indices (0,1), -1 or auto, "
+                              f"got {self.devices!r}")
+
+
+def devices_value(devices) -> Optional[Union[int, str, list]]:
+    """``train.devices`` as Lightning takes it: a count (an integer; -1: every GPU), ``"auto"``, or a list of GPU
+    indices (``"0,1"``, ``"1,"``); None for anything else.  (A count below 1 is refused with the hardware check.)"""
+    if isinstance(devices, bool):
+        return None
+    if isinstance(devices, int):
+        return devices if devices >= -1 else None
+    if not isinstance(devices, str):
+        return None
+    text = devices.strip()
+    if text == "auto":
+        return text
+    if re.fullmatch(r"-1|\d+", text):
+        return int(text)
+    parts = [part.strip() for part in text.split(",")]
+    if "," in text and parts[-1] == "":  # "1,": the GPU of index 1 (not one device)
+        parts = parts[:-1]
+    if "," in text and parts and all(part.isdigit() for part in parts):
+        return [int(part) for part in parts]
+    return None

@@ -45,6 +45,11 @@ class TrajectoryOptions:
     time_key: str = opt("t", "name of the snapshot times in the file: an array (K+1,) or an HDF5 attribute")
     dt: float = opt(1.0, "time between snapshots when the file stores no times", above=0.0)
 
+    def __post_init__(self):
+        if not self.time_key.strip():  # h5py would fail on it with its own error, deep in the data loading
+            raise ConfigError("--time-key: must not be empty (the name of the array or HDF5 attribute that holds "
+                              "the snapshot times, e.g. t)")
+
 
 def stored_times(path, src, key: str, time_key: str) -> Optional[np.ndarray]:
     """The snapshot times a file stores, or None: the array ``time_key``, an HDF5 attribute ``time_key`` of the file

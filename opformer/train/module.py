@@ -113,6 +113,22 @@ class _Spike(NamedTuple):
     whole: bool  # the batch's samples rose with it (on some process): not one sample's spike
 
 
+class _ResumableOneCycle(torch.optim.lr_scheduler.OneCycleLR):
+    """The one-cycle schedule, refusing in one line to resume the schedule of a checkpoint that is shorter than this
+    run's (its training split had fewer samples): torch would fail with its own error once the steps ran past its
+    end, possibly many epochs later."""
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        theirs = state_dict.get("total_steps")
+        if isinstance(theirs, int) and theirs < self.total_steps:
+            from ..config import ConfigError
+
+            raise ConfigError(f"--resume: the checkpoint's learning-rate schedule spans {theirs} steps, but this run "
+                              f"takes {self.total_steps}: its training data changed (another number of samples); "
+                              "resume with the same data, or start again with --overwrite")
+        super().load_state_dict(state_dict)
+
+
 class OperatorModule(L.LightningModule):
     """Trains a task's :class:`~opformer.tasks.Operator` on batches ``{"input", "target", "coords", ...}``.
 
@@ -128,6 +144,9 @@ class OperatorModule(L.LightningModule):
         self.train_cfg = run.train
         self.operator = operator
         self.artifact = artifact
+        # {"files": {absolute path: fingerprint}, "splits": {split: samples}} of the data the run started on (set by
+        # the training before it fits; kept in every checkpoint)
+        self.data_record: Optional[dict] = None
         self._last_finite = None  # (epoch, step, loss)
         self.elapsed_before = 0.0  # training seconds of earlier (interrupted) runs of this run directory
         self._fit_started = None
@@ -615,7 +634,7 @@ class OperatorModule(L.LightningModule):
         opt = make_adam(groups, lr=t.lr, weight_decay=t.weight_decay,
                         fused=t.precision != "16-mixed", beta2=t.adam_beta2)
         steps = self.trainer.estimated_stepping_batches
-        sched = torch.optim.lr_scheduler.OneCycleLR(
+        sched = _ResumableOneCycle(
             opt,
             max_lr=[g["lr"] for g in groups],
             # OneCycleLR needs pct_start * total_steps > 1 (a warm-up of at least one step); tiny runs get a
@@ -659,6 +678,9 @@ class OperatorModule(L.LightningModule):
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["opformer"] = self.artifact
         checkpoint["run_config"] = self.run_cfg.raw
+        if self.data_record is not None:  # the data files as the run found them, compared by --resume
+            checkpoint["data_files"] = self.data_record["files"]
+            checkpoint["data_splits"] = self.data_record["splits"]
         checkpoint["training_seconds"] = self.training_seconds()
         checkpoint["divergence"] = {"retries_used": self._retries_used, "lr_halvings": self.lr_halvings,
                                     "log": list(self.divergence_log), "spike_count": self.loss_spike_count,

@@ -8,6 +8,8 @@ import contextlib
 import copy
 import dataclasses
 import errno
+import functools
+import hashlib
 import itertools
 import json
 import os
@@ -27,7 +29,7 @@ from .. import __version__
 from ..atomic import atomic_write_text, replacing, unwritable
 from ..interrupt import check_stop
 from .callbacks import AtomicCheckpointIO, EpochLine, EpochShuffleSampler, FlushLoggersOnCheckpoint, StopOnRequest
-from ..config import ConfigError, TrainConfig
+from ..config import ConfigError, TrainConfig, devices_value
 from ..data.datasets import has_batch, stack_samples, suspicious_samples
 from ..tasks.artifact import LoadError, Predictor, load, make_artifact, read_checkpoint
 from ..tasks.base import ensure_files
@@ -83,7 +85,7 @@ def absolute_data_paths(cfg: dict) -> dict:
 
 
 def check_out_dir(out: Path, cfg: dict, resume: bool, overwrite: bool, *, compare_model: bool = True,
-                  locked: bool = False, fitted_train: tuple = ()) -> Optional[Path]:
+                  locked: bool = False, fitted_train: tuple = (), data: Optional[dict] = None) -> Optional[Path]:
     """Refuse a directory holding a different run, or one a running training holds (reads only); returns the
     checkpoint to resume from (or None), read once with the safe loader so that a damaged or hostile file ends the
     start with one line before Lightning opens it.
@@ -92,7 +94,9 @@ def check_out_dir(out: Path, cfg: dict, resume: bool, overwrite: bool, *, compar
     look for the checkpoint to resume from.  A refusal on rank 0 ends the job.  ``compare_model=False`` leaves the
     model section out of the comparison (before the model is sized to the data), and with it the ``fitted_train``
     fields of the train section (those the task may still set from the data's grid); ``locked``: this process holds
-    the directory's lock."""
+    the directory's lock.  A checkpoint of another run (another task, model or config) and data that changed since
+    the run started (the fingerprints and split sizes the checkpoint records) are refused; ``data``: this start's
+    :func:`data_record`, once the data are loaded (before, the recorded files that exist are compared)."""
     if out.exists() and not out.is_dir():
         raise RunDirError(f"--out {out} is a file, not a directory")
     if not _is_rank_zero():
@@ -126,6 +130,10 @@ def check_out_dir(out: Path, cfg: dict, resume: bool, overwrite: bool, *, compar
             raise RunDirError(f"--resume: {exc}; remove it to start afresh, or --overwrite") from None
         if not isinstance(ck.get("opformer"), dict) or "state_dict" not in ck:
             raise RunDirError(f"--resume: {last}: not an opformer training checkpoint")
+        other = _other_run(ck, cfg)
+        if other is not None:
+            raise RunDirError(f"--resume: {last} is a checkpoint of another run ({other}); start again with "
+                              "--overwrite, or choose another --out")
     old_cfg_path = out / "config.yaml"
     old, source = None, None
     if old_cfg_path.exists():
@@ -149,7 +157,126 @@ def check_out_dir(out: Path, cfg: dict, resume: bool, overwrite: bool, *, compar
     if ck is None:
         warnings.warn(f"--resume: no checkpoint in {out / 'checkpoints'} yet; starting from scratch")
         return None
+    if source != last and isinstance(ck.get("run_config"), dict) and isinstance(ck["run_config"].get("train"), dict):
+        a, b = _compared(ck["run_config"], cfg, compare_model, fitted_train)  # config.yaml matched: the checkpoint too
+        if a != b:
+            raise RunDirError(f"--resume: {last} is a checkpoint of another run than {old_cfg_path.name} (differences: "
+                              f"{_diff(a, b)}); start again with --overwrite, or choose another --out")
+    _check_same_data(ck, data)
     return last
+
+
+def _other_run(ck: dict, cfg: dict) -> Optional[str]:
+    """The task and model of the checkpoint ``ck`` and of the run config ``cfg`` in a few words when they differ,
+    else None."""
+    art = ck.get("opformer") or {}
+    stored = ck.get("run_config") if isinstance(ck.get("run_config"), dict) else {}
+    model = art.get("model") if isinstance(art.get("model"), dict) else {}
+    theirs = (art.get("task") or stored.get("task"), model.get("name"))
+    ours = (cfg.get("task"), (cfg.get("model") or {}).get("name") if isinstance(cfg.get("model"), dict) else None)
+    if None in theirs or None in ours or theirs == ours:
+        return None
+
+    def named(name, task, model_name):
+        return f"{name + ': ' if name else ''}task {task}, model {model_name}"
+
+    return f"{named(stored.get('name'), *theirs)}; this run {named(cfg.get('name'), *ours)}"
+
+
+# --- the data a run reads: fingerprints recorded in its checkpoints, compared on --resume -----------------------------
+#: data files up to this size are hashed whole; larger ones in ``_BLOCKS`` evenly spaced blocks, their size and
+#: modification time then telling the rest
+_WHOLE_HASH_BYTES = 64 << 20
+_BLOCK = 1 << 20
+_BLOCKS = 16
+
+
+@functools.lru_cache(maxsize=64)
+def _hashed(path: str, size: int, mtime_ns: int, inode: int) -> tuple[str, bool]:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        if size <= _WHOLE_HASH_BYTES:
+            for chunk in iter(lambda: fh.read(_BLOCK), b""):
+                h.update(chunk)
+            return h.hexdigest(), True
+        for k in range(_BLOCKS):
+            fh.seek((size - _BLOCK) * k // (_BLOCKS - 1))
+            h.update(fh.read(_BLOCK))
+    return h.hexdigest(), False
+
+
+def file_fingerprint(path) -> dict:
+    """{"size", "mtime_ns", "sha256", "whole"} of a file: its size, modification time and the SHA-256 of its content
+    (of the whole file, or of evenly spaced blocks of a large one: ``whole`` false)."""
+    path = os.path.abspath(path)
+    st = os.stat(path)
+    digest, whole = _hashed(path, st.st_size, st.st_mtime_ns, st.st_ino)
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": digest, "whole": whole}
+
+
+def data_record(bundle) -> dict:
+    """What a run records of its data when it starts: {"files": {absolute path: :func:`file_fingerprint`} of every
+    file it reads (its own or the cached default data, a pattern's every match), "splits": {split: samples}}."""
+    from ..data.readers import resolve_paths
+
+    files = {}
+    for value in (bundle.files or {}).values():
+        if value:
+            for p in resolve_paths(value):
+                path = os.path.abspath(p)
+                if path not in files:
+                    files[path] = file_fingerprint(path)
+    return {"files": files, "splits": {split: len(ds) for split, ds in bundle.datasets.items()}}
+
+
+def _shown(path: str) -> str:
+    """A data file's path as the user most likely gave it: relative to the working directory when it is below it."""
+    rel = os.path.relpath(path)
+    return path if rel.startswith("..") else rel
+
+
+def _data_change(old: dict, now: Optional[dict]) -> Optional[str]:
+    """How a data file differs from its recorded fingerprint ``old`` (``now``: its fingerprint now, None when it is
+    gone), in a few words; None when it is the same."""
+    if now is None:
+        return "it is gone"
+    if old.get("size") != now["size"]:
+        return f"size {old.get('size')} -> {now['size']} bytes"
+    if old.get("sha256") != now["sha256"]:
+        return "its content differs"
+    if not old.get("whole", True) and old.get("mtime_ns") != now["mtime_ns"]:
+        return "its modification time differs"
+    return None
+
+
+def _check_same_data(ck: dict, data: Optional[dict]) -> None:
+    """Refuse to resume the checkpoint ``ck`` on data that changed since its run started: a recorded file that is
+    gone or differs, a file read now that was not then, a split of another size.  ``data``: this start's
+    :func:`data_record`; without it (before the data are loaded) only the recorded files that exist are compared
+    (default data not generated yet is made, and compared, when it is loaded)."""
+    advice = "resume with the same data, or start again with --overwrite"
+    recorded = ck.get("data_files")
+    if isinstance(recorded, dict):
+        for path, old in recorded.items():
+            if data is not None:
+                now = data["files"].get(path)
+            elif os.path.isfile(path):
+                now = file_fingerprint(path)
+            else:
+                continue
+            why = _data_change(old if isinstance(old, dict) else {}, now)
+            if why is not None:
+                raise RunDirError(f"--resume: {_shown(path)} changed since the run started ({why}); {advice}")
+        for path in sorted(set(data["files"]) - set(recorded)) if data is not None else ():
+            raise RunDirError(f"--resume: {_shown(path)} is read by this run but was not when the run started; "
+                              f"{advice}")
+    splits = ck.get("data_splits")
+    if isinstance(splits, dict) and data is not None:
+        for split, n in splits.items():
+            m = data["splits"].get(split)
+            if m is not None and m != n:
+                raise RunDirError(f"--resume: the data changed since the run started: its {split} split has {m} "
+                                  f"samples, it had {n}; {advice}")
 
 
 def _compared(old: dict, cfg: dict, compare_model: bool, fitted_train) -> tuple[dict, dict]:
@@ -640,7 +767,15 @@ def prepare_run(cfg: dict, explicit: frozenset = frozenset(), progress: bool = T
     run.task.check_augment(run.train.augment, bundle)
     n_train = len(bundle.datasets["train"])
     if n_train < 2:
-        raise ConfigError(f"--n-train: at least 2 training samples are needed, the splits leave {n_train}")
+        what = "training pair" if getattr(bundle.datasets["train"], "traj", None) is not None else "training sample"
+        what += "" if n_train == 1 else "s"
+        raise ConfigError(f"the splits leave {n_train} {what}, and at least 2 are needed (--n-train, --n-val and "
+                          "--n-test set the splits; the validation and test splits take at least 1 each)")
+    limit = run.train.limit_train_batches
+    batches = -(-n_train // run.train.batch_size)
+    if isinstance(limit, float) and limit < 1.0 and int(batches * limit) < 1:  # Lightning would refuse it at the fit
+        raise ConfigError(f"--limit-train-batches {limit:g}: that fraction of the {batches} training batches is none; "
+                          f"give at least {1 / batches:.3g}, or a count")
     notes = fit_run(run, bundle, explicit)
     model_cfg = run.model
     L.seed_everything(run.train.seed, workers=True, verbose=False)  # model init independent of data generation
@@ -676,23 +811,99 @@ def train(cfg: dict, out, *, resume: bool = False, overwrite: bool = False, prog
     check_out_dir(out, run0.raw, resume, overwrite, compare_model=False,  # fail early, before the data
                   fitted_train=run0.task.fitted_train_fields)
     run, bundle, operator, artifact, notes = prepare_run(cfg, explicit, progress)
+    record = data_record(bundle)
     had_lock = (out / LOCK).exists()
+    new_dirs = _missing_dirs(out)  # the directories the lock makes (out and any missing parents)
+    before = _run_dir_entries(out)
     with _locked_run_dir(out) as created:
         try:
-            ckpt_path = check_out_dir(out, run.raw, resume, overwrite, locked=True)
+            ckpt_path = check_out_dir(out, run.raw, resume, overwrite, locked=True, data=record)
         except BaseException:
             if _is_rank_zero() and not had_lock:  # a refused start leaves the directory as it was
                 (out / LOCK).unlink(missing_ok=True)
                 if created:
-                    with contextlib.suppress(OSError):
-                        out.rmdir()
+                    _remove_empty_dirs(new_dirs)
             raise
         ours = not _process_group_exists()  # a group the caller made is the caller's to destroy
+        started = _TrainingStarted()
         try:
-            return _fit(run, bundle, operator, artifact, notes, out, ckpt_path, resume, overwrite, progress)
+            return _fit(run, bundle, operator, artifact, notes, out, ckpt_path, resume, overwrite, progress,
+                        record, started)
+        except BaseException:
+            # a start that fails before its first epoch (Lightning refusing a setting, a failed setup) leaves no
+            # run behind, so that the corrected command just works; a resumed run keeps all its files
+            if _is_rank_zero() and ckpt_path is None and not started.fired:
+                _undo_start(out, before, had_lock, new_dirs if created else [], started.wrote_config)
+            raise
         finally:
             if ours:
                 _close_process_group()
+
+
+class _TrainingStarted(L.Callback):
+    """Notes that the fit reached its training loop (its first epoch begins): a failure from then on leaves the run
+    to start over or resume, one before it leaves nothing behind.  ``wrote_config``: the start wrote its config.yaml
+    (and removed an earlier run's files where it replaces them)."""
+
+    fired = False
+    wrote_config = False
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        self.fired = True
+
+
+#: the folders of a run directory that a run writes into (what is in them is listed before a start)
+_RUN_SUBDIRS = ("checkpoints", "logs", "plots")
+
+
+def _run_dir_entries(out: Path) -> set:
+    """The names in ``out`` and, in the folders a run writes, their files (relative paths), before a start."""
+    if not out.is_dir():
+        return set()
+    names = {p.name for p in out.iterdir()}
+    for sub in _RUN_SUBDIRS:
+        if (out / sub).is_dir():
+            names |= {str(p.relative_to(out)) for p in (out / sub).rglob("*")}
+    return names
+
+
+def _missing_dirs(out: Path) -> list[Path]:
+    """``out`` and its ancestors that do not exist yet, deepest first."""
+    missing, p = [], out.absolute()
+    while not p.exists() and p != p.parent:
+        missing.append(p)
+        p = p.parent
+    return missing
+
+
+def _remove_empty_dirs(dirs) -> None:
+    for d in dirs:  # deepest first; one that holds anything stays
+        with contextlib.suppress(OSError):
+            d.rmdir()
+
+
+def _undo_start(out: Path, before: set, had_lock: bool, new_dirs: list, wrote_config: bool) -> None:
+    """Remove what a start that failed before its first epoch wrote into ``out``: the config it wrote
+    (``wrote_config``; an earlier run's there was replaceable, or the start would have been refused), every file
+    and folder that was not there before (``before``: :func:`_run_dir_entries`), the lock unless an earlier run left
+    it, and the directories the start made (``new_dirs``) once empty.  The user's files stay."""
+    if wrote_config:
+        (out / "config.yaml").unlink(missing_ok=True)
+    for sub in _RUN_SUBDIRS:
+        if (out / sub).is_dir():
+            for p in sorted((out / sub).rglob("*"), key=lambda q: len(q.parts), reverse=True):
+                if str(p.relative_to(out)) in before:
+                    continue
+                with contextlib.suppress(OSError):
+                    p.rmdir() if p.is_dir() and not p.is_symlink() else p.unlink()
+            if sub not in before:
+                _remove_empty_dirs([out / sub])
+    for name in ("metrics.json",):
+        if name not in before:
+            (out / name).unlink(missing_ok=True)
+    if not had_lock:
+        (out / LOCK).unlink(missing_ok=True)
+    _remove_empty_dirs(new_dirs)
 
 
 def check_hardware(t) -> None:
@@ -706,6 +917,11 @@ def check_hardware(t) -> None:
     if acc == "mps" and not torch.backends.mps.is_available():
         raise ConfigError("--accelerator mps: this machine has no usable Apple GPU; use --accelerator cpu or auto")
     text = str(t.devices).strip()
+    value = devices_value(t.devices)
+    if (isinstance(value, list) or value == -1) and not _uses_gpu(t):
+        what = "GPU indices" if isinstance(value, list) else "-1 (every GPU)"
+        raise ConfigError(f"--devices {text}: {what}, but this run uses the CPU; give a number of processes (or "
+                          "auto)")
     count = None  # processes per node, where the value says (not "auto", "-1": all GPUs)
     if text.isdigit():
         count = int(text)
@@ -744,25 +960,30 @@ def _close_process_group() -> None:
 
 
 def _fit(run, bundle, operator, artifact, notes, out: Path, ckpt_path, resume: bool, overwrite: bool,
-         progress: bool) -> dict:
+         progress: bool, record: Optional[dict] = None, started: Optional[L.Callback] = None) -> dict:
     for note in notes:
         print(f"note: {note}")
+    t = run.train
+    module = OperatorModule(run, operator, artifact)
+    module.data_record = record
+    ckdir = out / "checkpoints"
+    best_cb, last_cb = checkpoint_callbacks(ckdir, t)
+    # the trainer is made before anything of an earlier run is removed: a setting Lightning refuses deletes nothing
+    with _lightning_refusals():
+        trainer = _trainer(t, out, progress, [best_cb, last_cb] + ([started] if started is not None else []))
     if _is_rank_zero():
         if (overwrite and not resume) or (ckpt_path is None and _never_checkpointed(out)):
             _clear_run(out)
         out.mkdir(parents=True, exist_ok=True)
         atomic_write_text(out / "config.yaml", yaml.safe_dump(run.raw, sort_keys=False))
-    t = run.train
+        if started is not None:
+            started.wrote_config = True
     if ckpt_path is not None and _is_rank_zero():
         _keep_csv_history(out / "logs")
-    module = OperatorModule(run, operator, artifact)
-
-    ckdir = out / "checkpoints"
-    best_cb, last_cb = checkpoint_callbacks(ckdir, t)
-    trainer = _trainer(t, out, progress, [best_cb, last_cb])
     dm = _DataModule(bundle.datasets, t)
     check_stop()  # a stop requested while the data loaded, its exception lost
-    _interruptible(trainer, trainer.fit, module, datamodule=dm, ckpt_path=ckpt_path, weights_only=True)
+    with _lightning_refusals():
+        _interruptible(trainer, trainer.fit, module, datamodule=dm, ckpt_path=ckpt_path, weights_only=True)
     seconds = module.training_seconds()
     check_stop()
     dropout_check = _dropout_check(module, t, out, dm)
@@ -856,6 +1077,24 @@ def _dropout_check(module: OperatorModule, t, out: Path, dm: _DataModule) -> Opt
             "its dropout noise (this is not overfitting); its dropout set to 0 (e.g. --dropout 0) or longer "
             "training avoids it (docs/training.md; scripts/dropout_gap.py finds which dropout)")
     return check
+
+
+@contextlib.contextmanager
+def _lightning_refusals():
+    """Lightning's refusal of a setting (MisconfigurationException) as one line: the values it checks are checked
+    before the start (:class:`~opformer.config.TrainConfig`, :func:`check_hardware`), this catches the rest."""
+    from lightning.fabric.utilities.exceptions import MisconfigurationException
+
+    try:
+        yield
+    except MisconfigurationException as exc:
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConfigError(f"Lightning refused the training settings: {text}") from None
+    except RuntimeError as exc:  # a resumed checkpoint whose weights are another model's (its config not recorded)
+        if "Error(s) in loading state_dict" not in str(exc):
+            raise
+        raise ConfigError("--resume: the checkpoint's weights do not fit this run's model (a checkpoint of another "
+                          "model); start again with --overwrite, or choose another --out") from None
 
 
 def _interruptible(trainer: L.Trainer, call, *args, **kwargs):
