@@ -350,7 +350,16 @@ def _add_resample(parser) -> None:
 
 
 def _keys(text):
-    return None if text is None else [k.strip() for k in text.split(",") if k.strip()]
+    """--keys as a list of array names (None when not given); a value naming none is refused, not read as the
+    default keys."""
+    if text is None:
+        return None
+    keys = [k.strip() for k in text.split(",") if k.strip()]
+    if not keys:
+        from ..config import ConfigError
+
+        raise ConfigError(f"--keys needs INPUT or INPUT,TARGET array names, got {text!r}")
+    return keys
 
 
 def _eval(args: argparse.Namespace) -> int:

@@ -329,3 +329,11 @@ def test_predict_with_targets_on_a_non_square_grid_as_without(tmp_path, capsys, 
     assert main(["predict", "darcy33-gt", "--data", str(data), "--keys", "coeff,sol", "--out", str(out),
                  "--resolution", "2"]) == 2
     assert "needs square grids, found (33, 41)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["predict", "eval"])
+def test_keys_naming_no_array_are_refused_not_read_as_the_defaults(command, pairs_file, tmp_path, capsys):
+    out = ["--out", str(tmp_path / ("p.npz" if command == "predict" else "e"))]
+    assert main([command, "burgers-ft", "--data", str(pairs_file), "--keys", ",", *out]) == 2
+    assert capsys.readouterr().err == "opformer: error: --keys needs INPUT or INPUT,TARGET array names, got ','\n"
+    assert not (tmp_path / "p.npz").exists() and not (tmp_path / "e").exists()
