@@ -91,11 +91,10 @@ def rollout_file(model, *, data, mode="direct", step: Optional[float] = None, ti
                  time_key: Optional[str] = None) -> dict:
     """Roll ``model`` out on the trajectories of ``data``; writes the errors and plots into ``out``.  ``time_key``:
     the array or HDF5 attribute of the file's snapshot times (default: the training's)."""
-    from ..config import ConfigError, SettingError
+    from ..config import ConfigError, OpformerWarning, SettingError
     from ..data.readers import open_source
-    from ..tasks.artifact import load
-    from ..config import OpformerWarning
     from ..pde.errors import DataError
+    from ..tasks.artifact import load
     from ..tasks.trajectories import rollout_times, stored_times, time_array_hint
 
     for name, value, least in (("samples", samples, 1), ("show", show, 0)):
@@ -137,9 +136,9 @@ def rollout_file(model, *, data, mode="direct", step: Optional[float] = None, ti
     traj = src.read(key, indices)
     if traj.ndim == predictor.task.dim + 3:
         traj = traj[..., 0]
-    if time_key is not None and stored_times(data, src, key, time_key) is None:
-        raise DataError(f"{data}: no array or HDF5 attribute {time_key!r} (--time-key) holds the snapshot times")
     if stored_times(data, src, key, options.time_key) is None:
+        if time_key is not None:
+            raise DataError(f"{data}: no array or HDF5 attribute {time_key!r} (--time-key) holds the snapshot times")
         warnings.warn(f"{data} stores no snapshot times (no array or attribute {options.time_key!r}, --time-key): "
                       f"its snapshots are taken at the training times{time_array_hint(data, key, traj.shape[1])}",
                       OpformerWarning, stacklevel=2)
