@@ -1238,6 +1238,8 @@ def evaluate(checkpoint, *, data: Optional[str] = None, keys=None, resolution: O
     """Test error of a trained model on ``data`` (every sample is a test sample) or, without ``data``, on its run's
     own test split; at the file's resolution or ``resolution``.  Writes metrics.json and a prediction plot.
     ``resample``: see :func:`opformer.load`."""
+    from ..pde.errors import DataError
+
     checkpoint = Path(checkpoint)
     if out is not None:  # checked before the model is loaded and the data read (a file there is refused too)
         out = Path(out)
@@ -1247,7 +1249,14 @@ def evaluate(checkpoint, *, data: Optional[str] = None, keys=None, resolution: O
             raise ConfigError(f"out {out} {foreign}: its files would be replaced; give another directory")
     predictor = load(checkpoint, resample=resample)
     started = time.perf_counter()
-    bundle, source = _test_set(predictor, data, keys, resolution)
+    try:
+        bundle, source = _test_set(predictor, data, keys, resolution)
+    except DataError as exc:
+        if data is None or "needs square grids" not in str(exc):
+            raise
+        # the task's loader takes square grids; predict runs the model on this one (interpolated) and scores it
+        raise DataError(f"{exc}; `opformer predict {checkpoint} --data {data} --out PRED.npz` predicts on this grid "
+                        "and scores every sample against the file's targets") from None
     test = bundle.datasets["test"]
     _, errs = predictor.evaluate(test, batch_size)
     grid = "x".join(map(str, bundle.input_grid))
