@@ -342,6 +342,20 @@ def _few_columns_t(cols: Tensor, w: Optional[Tensor]) -> Tensor:
     return out
 
 
+def _few_rows_product(a: Tensor, b: Tensor, out: Tensor) -> Tensor:
+    """``a @ b`` into ``out`` for a few rows of a: (batch, m, n) @ (batch, n, d).  With several threads and one long n,
+    the sum over n goes as a batch of chunks, then added up: MKL runs a product of so few rows on one thread (0.44 ms
+    against 0.24 ms for 4 x 8192 by 8192 x 128 with two threads, Zen 4, operands from memory; level with one)."""
+    bb, m, n = a.shape
+    chunks = 1
+    if bb == 1 and torch.get_num_threads() > 1:
+        chunks = next((c for c in (16, 8, 4, 2) if n % c == 0 and n // c >= 512), 1)
+    if chunks == 1:
+        return torch.bmm(a, b, out=out)
+    part = torch.bmm(a[0].view(m, chunks, n // chunks).transpose(0, 1), b[0].view(chunks, n // chunks, b.shape[-1]))
+    return torch.sum(part, 0, keepdim=True, out=out)
+
+
 class _ProjectionGrads:
     """Accumulates, block of rows by block, the gradients of K = x W_k^T + b_k, V = x W_v^T + b_v from dK, dV:
     dx (written block by block into one tensor), dW_k, db_k, dW_v, db_v (as ``needs_input_grad`` asks)."""
@@ -393,8 +407,8 @@ class _KVMoments(torch.autograd.Function):
             for i in range(i1 - i0):
                 _head_gram(kw[i], vb[i], r_kv[i0 + i])
             del kw
-            torch.bmm(p1w[i0:i1], kb.view(i1 - i0, n, dm), out=r_1k[i0:i1])
-            torch.bmm(p1w[i0:i1], vb.view(i1 - i0, n, dm), out=r_1v[i0:i1])
+            _few_rows_product(p1w[i0:i1], kb.view(i1 - i0, n, dm), r_1k[i0:i1])
+            _few_rows_product(p1w[i0:i1], vb.view(i1 - i0, n, dm), r_1v[i0:i1])
         r_1k, r_1v = r_1k[:, : pos1.shape[-1]], r_1v[:, : pos1.shape[-1]]
         k, v = k.view(b, n, heads, d), v.view(b, n, heads, d)
         ctx.save_for_backward(x, wk, wv, k, v, rk, rv, pos1, w)
@@ -483,8 +497,8 @@ class _SoftKVMoments(torch.autograd.Function):
             for i in range(bb):
                 _head_gram(ew[i].view(n, heads, d), vb[i].view(n, heads, d), r_ev[i0 + i])
             del ew
-            torch.bmm(lw[i0:i1], eb, out=r_le[i0:i1])
-            torch.bmm(lw[i0:i1], vb, out=r_lv[i0:i1])
+            _few_rows_product(lw[i0:i1], eb, r_le[i0:i1])
+            _few_rows_product(lw[i0:i1], vb, r_lv[i0:i1])
         ctx.save_for_backward(x, wk, wv, k, v, nshift, rk, rv, g, left, w)
         ctx.heads, ctx.normalized = heads, eps is not None
         m = left.shape[-1]
