@@ -180,3 +180,26 @@ def test_the_help_names_every_bundled_model(command, capsys):
     text = re.sub(r"-\s+", "-", " ".join(capsys.readouterr().out.split()))
     for name in BUNDLED:
         assert name in text, name
+
+
+def test_inputs_beyond_float32_are_refused_and_nonfinite_predictions_warned(one_thread):
+    """float64 values beyond float32's range became inf in the model (after the finite check): refused; finite
+    inputs whose predictions still overflow are returned with a warning naming the samples; bfloat16 tensors (which
+    numpy lacks) predict like float32 ones."""
+    import warnings
+
+    from opformer.config import SettingError
+
+    model = opformer.load("burgers-ft")
+    x = np.zeros((3, 128))
+    x[1, 0] = 1e39
+    with pytest.raises(SettingError, match=r"inputs must lie within float32's range .*: sample\(s\) 1 of 3 do not"):
+        model.predict(x)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        y = model.predict(np.full((2, 128), 3e38))
+    assert not np.isfinite(y).all()
+    assert [str(w.message) for w in caught if "hold NaN or inf" in str(w.message)] == [
+        "the predictions of sample(s) 0, 1 of 2 hold NaN or inf (inputs far from the training data)"]
+    t = torch.randn(2, 128)
+    np.testing.assert_array_equal(model.predict(t.bfloat16()).numpy(), model.predict(t.bfloat16().float()).numpy())

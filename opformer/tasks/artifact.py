@@ -173,6 +173,8 @@ def _user_array(values, name: str) -> tuple[np.ndarray, bool]:
     tensor; complex or non-numeric values are refused, naming the argument, and so are NaN and inf (naming the
     samples: a model maps them to NaN everywhere, as a data file's are refused when it is read)."""
     as_torch = torch.is_tensor(values)
+    if as_torch and values.dtype == torch.bfloat16:  # numpy has no bfloat16; every bfloat16 is a float32
+        values = values.float()
     x = values.detach().cpu().numpy() if as_torch else np.asarray(values)
     if np.iscomplexobj(x) or not (np.issubdtype(x.dtype, np.number) or x.dtype == np.bool_):
         raise _bad_argument(name, f"must hold real numbers, got an array of {x.dtype}")
@@ -181,7 +183,24 @@ def _user_array(values, name: str) -> tuple[np.ndarray, bool]:
         shown = ", ".join(map(str, bad[:5])) + (f" and {bad.size - 5} more" if bad.size > 5 else "")
         raise _bad_argument(name, f"must be finite: NaN or inf in sample(s) {shown} of {x.shape[0]} (a prediction "
                                   "from them would be NaN)")
+    if np.issubdtype(x.dtype, np.floating) and x.size and np.abs(x).max() > F32_MAX:
+        bad = np.flatnonzero((np.abs(x.reshape(x.shape[0], -1)) > F32_MAX).any(axis=1))
+        raise _bad_argument(name, f"must lie within float32's range (|x| <= {F32_MAX:.3g}; the models compute in "
+                                  f"float32): sample(s) {', '.join(map(str, bad[:5]))} of {x.shape[0]} do not")
     return x, as_torch
+
+
+#: the largest float32, the models' working precision
+F32_MAX = float(np.finfo(np.float32).max)
+
+
+def _warn_nonfinite(y: torch.Tensor, likely: Optional[str]) -> None:
+    """One warning where predictions from finite inputs came out NaN or inf (which samples, and the likely cause)."""
+    if y.numel() and not bool(torch.isfinite(y).all()):
+        bad = torch.nonzero(~torch.isfinite(y.reshape(y.shape[0], -1)).all(dim=1)).reshape(-1).tolist()
+        why = f" ({likely}, or inputs far from the training data)" if likely else " (inputs far from the training data)"
+        warnings.warn(f"the predictions of sample(s) {', '.join(map(str, bad[:5]))} of {y.shape[0]} hold NaN or inf"
+                      f"{why}", OpformerWarning, stacklevel=_caller_level())
 
 
 def _caller_level() -> int:
@@ -358,13 +377,16 @@ class Predictor:
             outs.append(self(torch.zeros((1, *xin.shape[1:]), dtype=xin.dtype), c,
                              None if tau is None else torch.ones(1)).float().cpu()[:0])
         y = torch.cat(outs)
+        _warn_nonfinite(y, "lead times far beyond the training's" if tau is not None else None)
         if squeeze and y.shape[-1] == 1:
             y = y[..., 0]
         return y if as_torch else y.numpy()
 
     def rollout(self, u0, times, mode: str = "direct", step: Optional[float] = None, batch_size: int = 32):
         """Predictions at ``times`` (> 0, ascending) from initial states ``u0`` (samples, *grid[, channels]) of a
-        time-dependent model: (samples, len(times), *grid[, channels]).
+        time-dependent model: (samples, len(times), *grid[, channels]).  A model trained with a history of h
+        snapshots takes ``u0`` (samples, h, *grid) and counts ``times`` from the last of them (``opformer rollout``
+        counts them from a file's first snapshot, t_0).
 
         ``direct``: one jump of tau = t for every t.  ``autoregressive``: repeated steps of ``step`` (default: the
         training data's snapshot spacing), a last shorter step where t is not a multiple.  ``mixed``: the largest
@@ -382,7 +404,10 @@ class Predictor:
         step = trained_step if step is None else float(step)
         if not (math.isfinite(step) and step > 0):
             raise _bad_argument("step", f"must be a finite number > 0, got {step}")
-        times = [float(t) for t in np.atleast_1d(np.asarray(times, dtype=np.float64))]
+        t_arr = np.asarray(times, dtype=np.float64)
+        if t_arr.ndim > 1:
+            raise _bad_argument("times", f"must be one list of times, got an array of shape {t_arr.shape}")
+        times = [float(t) for t in np.atleast_1d(t_arr)]
         if (not times or not all(math.isfinite(t) for t in times) or min(times) <= 0
                 or any(b <= a for a, b in zip(times, times[1:]))):
             raise _bad_argument("times", f"must be finite ascending values > 0, got {times}")
@@ -404,11 +429,14 @@ class Predictor:
         on_trained = self.runs_on_training_grid(grid)
         if on_trained:
             xin, c = self._to_training_grid(xin, c)
-        eps = 1e-9 * max(times[-1], 1.0)
+        eps = 1e-9 * times[-1]  # relative: an absolute one let tiny steps run far past a tiny t
         jumps = [step]
         if mode == "mixed":
             jumps = sorted({step * k for k in range(1, int(longest / step + 1e-9) + 1)}, reverse=True)
         outs = []
+        if xin.shape[0] == 0:  # no samples: none predicted, in the shape of the predictions
+            outs.append(self(torch.zeros((1, *xin.shape[1:]), dtype=xin.dtype), c, times[0]).float().cpu()[:0, None]
+                        .expand(0, len(times), *xin.shape[1:-1], -1))
         for lo in range(0, xin.shape[0], batch_size):
             state, t_now, frames = xin[lo : lo + batch_size], 0.0, []
             for t in times:
@@ -424,6 +452,7 @@ class Predictor:
                 frames.append(state if rest <= eps else self(state, c, rest).float().cpu())
             outs.append(torch.stack(frames, dim=1))
         y = torch.cat(outs)
+        _warn_nonfinite(y, "times far beyond the training's")
         if on_trained:
             y = self._frames_back(y, grid)
         if squeeze and y.shape[-1] == 1:

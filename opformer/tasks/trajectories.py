@@ -58,7 +58,9 @@ def stored_times(path, src, key: str, time_key: str) -> Optional[np.ndarray]:
         return np.asarray(src.coords["t"], dtype=np.float64).reshape(-1)
     try:
         raw = load_arrays(path, (time_key,))[time_key]
-    except DataError:
+    except DataError as exc:
+        if _names_an_array(path, time_key):  # there, but not numbers the times can be: say why, not "no array"
+            raise DataError(f"{exc} (the snapshot times, --time-key {time_key})") from None
         raw = None
     if raw is not None:
         return _one_time_axis(raw, path, time_key)
@@ -72,6 +74,15 @@ def stored_times(path, src, key: str, time_key: str) -> Optional[np.ndarray]:
     if "t" in src.coords:
         return np.asarray(src.coords["t"], dtype=np.float64).reshape(-1)
     return None
+
+
+def _names_an_array(path, name: str) -> bool:
+    from ..data.readers import describe_arrays
+
+    try:
+        return any(n == name for n, _, _ in describe_arrays(path))
+    except DataError:
+        return False
 
 
 def _one_time_axis(values, path, time_key: str) -> np.ndarray:

@@ -436,3 +436,35 @@ def test_rollout_checks_the_trajectory_layout_and_finds_the_times(ns_file, tmp_p
     assert main(["rollout", m, "--data", str(data), "--keys", "vort", "--out", out, "--time-key", "time"]) == 2
     assert "the times 'time' have shape (3, 5): give one time axis shared by every trajectory" in \
         capsys.readouterr().err
+
+
+def test_rollout_of_tiny_times_no_samples_and_bad_time_arrays(ns_file, tmp_path, capsys):
+    """The autoregressive stepping stops at t relative to t (an absolute tolerance of 1e-9 let steps of 1e-13 run
+    10^4 times past t = 1e-12); no samples give no predictions in the predictions' shape; a 2-D times argument and a
+    --time-key array that is no time axis are refused saying why."""
+    from opformer.tasks.artifact import Predictor
+    from opformer.train.config import apply_overrides, load_preset
+    from opformer.train.run import prepare_run
+
+    cfg, explicit = apply_overrides(load_preset("ns-fno"), {"data.path": str(ns_file), "n_test": 2, "n_val": 2,
+                                                            "width": 4})
+    run, _, operator, artifact, _ = prepare_run(cfg, frozenset(explicit))
+    Predictor(operator, artifact, run.task, run.options).save_pretrained(tmp_path / "m")
+    model = opformer.load(tmp_path / "m")
+    calls = []
+    model.operator.register_forward_hook(lambda *args: calls.append(1))
+    u0 = np.random.default_rng(0).standard_normal((1, 16, 16))
+    model.rollout(u0, [1e-12], mode="autoregressive", step=1e-13)
+    assert len(calls) == 10
+    assert model.rollout(np.zeros((0, 16, 16)), [0.5, 1.0]).shape == (0, 2, 16, 16)
+    assert model.rollout(np.zeros((0, 16, 16)), [0.5], mode="autoregressive").shape == (0, 1, 16, 16)
+    with pytest.raises(opformer.tasks.artifact.ConfigError, match=r"times must be one list of times, got an array "
+                                                                   r"of shape \(2, 2\)"):
+        model.rollout(u0, [[1, 2], [3, 4]])
+    with h5py.File(ns_file) as h5:
+        w = h5["w"][:3]
+    data = tmp_path / "tk.npz"
+    np.savez(data, w=w, tnan=np.where(np.arange(w.shape[1]) == 2, np.nan, np.arange(w.shape[1], dtype=float)))
+    assert main(["rollout", str(tmp_path / "m"), "--data", str(data), "--keys", "w", "--time-key", "tnan",
+                 "--out", str(tmp_path / "r")]) == 2
+    assert "key 'tnan' contains NaN or inf" in capsys.readouterr().err  # not "no array ... holds the times"
