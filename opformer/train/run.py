@@ -1367,7 +1367,7 @@ def predict(model, *, data: str, out, keys=None, resolution: Optional[int] = Non
             except (ConfigError, DataError):
                 raise exc from None
             errs = rel_l2(torch.from_numpy(pred.reshape(len(y), -1)).double(),
-                          torch.from_numpy(y.reshape(len(y), -1))).numpy()
+                          torch.from_numpy(y.reshape(len(y), -1))).double().numpy()  # as evaluate's
             arrays = {"prediction": pred.reshape(y.shape), "rel_l2": errs}
             summary.update(n=len(errs), test_rel_l2=float(np.mean(errs)))
     if bundle is not None:

@@ -324,6 +324,7 @@ def test_predict_with_targets_on_a_non_square_grid_as_without(tmp_path, capsys, 
     with np.load(out) as p:
         np.testing.assert_allclose(p["prediction"], pred, rtol=1e-5, atol=1e-7)
         np.testing.assert_allclose(p["rel_l2"], 0.2, rtol=1e-5)
+        assert p["rel_l2"].dtype == np.float64  # as on square grids
     assert "interpolated" in capsys.readouterr().err
     # --resolution still needs what the task's loader takes
     assert main(["predict", "darcy33-gt", "--data", str(data), "--keys", "coeff,sol", "--out", str(out),
