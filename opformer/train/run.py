@@ -1364,8 +1364,8 @@ def predict(model, *, data: str, out, keys=None, resolution: Optional[int] = Non
             x, y = pairs.read(keys[0], np.arange(pairs.n_samples)), pairs.read(keys[1], np.arange(pairs.n_samples))
             try:
                 pred = predictor.predict(x, batch_size=batch_size)
-            except (ConfigError, DataError):
-                raise exc from None
+            except (ConfigError, DataError) as why:  # the model's own reason (e.g. --resample never on this grid)
+                raise why from None
             errs = rel_l2(torch.from_numpy(pred.reshape(len(y), -1)).double(),
                           torch.from_numpy(y.reshape(len(y), -1))).double().numpy()  # as evaluate's
             arrays = {"prediction": pred.reshape(y.shape), "rel_l2": errs}

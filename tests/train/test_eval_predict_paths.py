@@ -330,6 +330,10 @@ def test_predict_with_targets_on_a_non_square_grid_as_without(tmp_path, capsys, 
     assert main(["predict", "darcy33-gt", "--data", str(data), "--keys", "coeff,sol", "--out", str(out),
                  "--resolution", "2"]) == 2
     assert "needs square grids, found (33, 41)" in capsys.readouterr().err
+    # --resample never: the model's own reason, not the data loader's
+    assert main(["predict", "darcy33-gt", "--data", str(data), "--keys", "coeff,sol", "--out", str(out),
+                 "--resample", "never"]) == 2
+    assert "this model cannot predict on the 33x41 grid of these inputs" in capsys.readouterr().err
     # eval, whose plots and metrics need the task's dataset, points to predict
     assert main(["eval", "darcy33-gt", "--data", str(data), "--keys", "coeff,sol", "--out", str(tmp_path / "e")]) == 2
     assert capsys.readouterr().err.endswith(f"needs square grids, found (33, 41); `opformer predict darcy33-gt --data "
