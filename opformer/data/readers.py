@@ -264,6 +264,11 @@ class _File:
         return np.asarray(out, dtype=np.float64)
 
 
+def _nonfinite_rows(block: np.ndarray) -> np.ndarray:
+    """Per sample (first axis) of ``block``: whether it holds a NaN or an inf."""
+    return ~np.isfinite(block.reshape(block.shape[0], -1)).all(axis=1)
+
+
 class ArraySource:
     """Named sample arrays of one data set, read by global sample index without loading everything.
 
@@ -334,8 +339,7 @@ class ArraySource:
         per = max(1, (1 << 24) // max(1, int(np.prod(f.shapes[key][1:]))))  # about 16M values a block
         bad: list[int] = []
         for lo in range(0, f.n_samples, per):
-            block = f.read(key, lo, min(lo + per, f.n_samples))
-            bad += (np.flatnonzero(~np.isfinite(block.reshape(block.shape[0], -1)).all(axis=1)) + lo).tolist()
+            bad += (np.flatnonzero(_nonfinite_rows(f.read(key, lo, min(lo + per, f.n_samples)))) + lo).tolist()
         return bad
 
     def describe(self) -> str:
@@ -367,8 +371,7 @@ class ArraySource:
                 f = self._files[fi]
                 lo, hi = lo_run - self._offsets[fi], min(hi_run, self._offsets[fi + 1]) - self._offsets[fi]
                 block = f.read(key, int(lo), int(hi))
-                bad = ~np.isfinite(block.reshape(block.shape[0], -1)).all(axis=1)
-                if bad.any():  # every such sample of the file named, not only those of this read (a split)
+                if _nonfinite_rows(block).any():  # every such sample of the file named, not only those of this read (a split)
                     which = self._nonfinite_samples(f, key)
                     shown = ", ".join(map(str, which[:8])) + (f" and {len(which) - 8} more" if len(which) > 8 else "")
                     raise DataError(f"{f.path}: key {key!r} contains NaN or inf in {len(which)} of its "

@@ -76,13 +76,18 @@ def stored_times(path, src, key: str, time_key: str) -> Optional[np.ndarray]:
     return None
 
 
-def _names_an_array(path, name: str) -> bool:
+def _array_shapes(path) -> dict:
+    """{name: shape} of the arrays of ``path`` ({} for a file that cannot be listed): for the notes on times."""
     from ..data.readers import describe_arrays
 
     try:
-        return any(n == name for n, _, _ in describe_arrays(path))
+        return {name: shape for name, shape, _ in describe_arrays(path)}
     except DataError:
-        return False
+        return {}
+
+
+def _names_an_array(path, name: str) -> bool:
+    return name in _array_shapes(path)
 
 
 def _one_time_axis(values, path, time_key: str) -> np.ndarray:
@@ -100,13 +105,8 @@ def _one_time_axis(values, path, time_key: str) -> np.ndarray:
 def time_array_hint(path, key: str, n_times: int) -> str:
     """'; the file has an array 'times' of N values: --time-key times names them' for the arrays of ``path``
     (other than ``key``) that hold ``n_times`` values, else ''."""
-    from ..data.readers import describe_arrays
-
-    try:
-        names = [name for name, shape, _ in describe_arrays(path)
-                 if name != key and len(shape) in (1, 2) and shape[-1] == n_times]
-    except DataError:
-        return ""
+    names = [name for name, shape in _array_shapes(path).items()
+             if name != key and len(shape) in (1, 2) and shape[-1] == n_times]
     if not names:
         return ""
     return f"; the file has {', '.join(repr(n) for n in names[:3])} of {n_times} values: --time-key {names[0]} names them"
@@ -143,12 +143,18 @@ def _even_step(times) -> Optional[float]:
     return None
 
 
-def rollout_times(path, src, key: str, n_times: int, options, trained) -> np.ndarray:
-    """The snapshot times of a file a trained model rolls out on: the times it stores (the training's
-    ``--time-key``, or ``t``), else the training times (``trained``), continued at their spacing where the file has
-    more snapshots."""
+def rollout_times(path, src, key: str, n_times: int, options, trained, named: bool = False) -> np.ndarray:
+    """The snapshot times of a file a trained model rolls out on: the times it stores (``options.time_key``: the
+    training's ``--time-key``, or ``t``, or one the user ``named``, which must exist), else the training times
+    (``trained``), continued at their spacing where the file has more snapshots, with a note."""
     times = stored_times(path, src, key, options.time_key)
     if times is None:
+        if named:
+            raise DataError(f"{path}: no array or HDF5 attribute {options.time_key!r} (--time-key) holds the snapshot "
+                            "times")
+        warnings.warn(f"{path} stores no snapshot times (no array or attribute {options.time_key!r}, --time-key): its "
+                      f"snapshots are taken at the training times{time_array_hint(path, key, n_times)}",
+                      OpformerWarning, stacklevel=3)
         trained = np.asarray(trained, dtype=np.float64)
         step = _even_step(trained)
         if n_times <= len(trained):

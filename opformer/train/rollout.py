@@ -93,9 +93,8 @@ def rollout_file(model, *, data, mode="direct", step: Optional[float] = None, ti
     the array or HDF5 attribute of the file's snapshot times (default: the training's)."""
     from ..config import ConfigError, OpformerWarning, SettingError
     from ..data.readers import open_source
-    from ..pde.errors import DataError
     from ..tasks.artifact import load
-    from ..tasks.trajectories import rollout_times, stored_times, time_array_hint
+    from ..tasks.trajectories import rollout_times
 
     for name, value, least in (("samples", samples, 1), ("show", show, 0)):
         if value is not None and value < least:
@@ -117,10 +116,8 @@ def rollout_file(model, *, data, mode="direct", step: Optional[float] = None, ti
     if not predictor.time_dependent:
         raise ConfigError(f"{model}: the model of task {predictor.task.name} is not time-dependent")
     key = key or info.get("key") or predictor.artifact["keys"][0]
-    if time_key is not None and not time_key.strip():
-        raise SettingError("time_key must not be empty", "--time-key must not be empty")
     options = predictor.options
-    if time_key is not None:
+    if time_key is not None:  # an empty one is refused by the options themselves
         options = dataclasses.replace(options, time_key=time_key)
     src = open_source(data, (key,))
     _check_layout(data, key, src.shapes[key], predictor.task.dim)
@@ -136,13 +133,7 @@ def rollout_file(model, *, data, mode="direct", step: Optional[float] = None, ti
     traj = src.read(key, indices)
     if traj.ndim == predictor.task.dim + 3:
         traj = traj[..., 0]
-    if stored_times(data, src, key, options.time_key) is None:
-        if time_key is not None:
-            raise DataError(f"{data}: no array or HDF5 attribute {time_key!r} (--time-key) holds the snapshot times")
-        warnings.warn(f"{data} stores no snapshot times (no array or attribute {options.time_key!r}, --time-key): "
-                      f"its snapshots are taken at the training times{time_array_hint(data, key, traj.shape[1])}",
-                      OpformerWarning, stacklevel=2)
-    file_times = rollout_times(data, src, key, traj.shape[1], options, info["times"])
+    file_times = rollout_times(data, src, key, traj.shape[1], options, info["times"], named=time_key is not None)
     rel = file_times - file_times[0]
     h = predictor.history
     want = rel[h:] if times is None else np.asarray(times, dtype=np.float64)

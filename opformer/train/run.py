@@ -898,9 +898,8 @@ def _undo_start(out: Path, before: set, had_lock: bool, new_dirs: list, wrote_co
                     p.rmdir() if p.is_dir() and not p.is_symlink() else p.unlink()
             if sub not in before:
                 _remove_empty_dirs([out / sub])
-    for name in ("metrics.json",):
-        if name not in before:
-            (out / name).unlink(missing_ok=True)
+    if "metrics.json" not in before:
+        (out / "metrics.json").unlink(missing_ok=True)
     if not had_lock:
         (out / LOCK).unlink(missing_ok=True)
     _remove_empty_dirs(new_dirs)
