@@ -184,7 +184,12 @@ def _from_text(text: str, tp) -> Any:
         raise ValueError(text)
     if typing.get_origin(tp) in (list, tuple):
         (inner,) = _args(tp)[:1] or (str,)
-        return [_from_text(part.strip(), inner) for part in text.split(",") if part.strip()]
+        if not text.strip():
+            return []
+        parts = [part.strip() for part in text.split(",")]
+        if not all(parts):  # "a,,u" or "a,u,": a name left out, not a shorter list
+            raise ValueError(text)
+        return [_from_text(part, inner) for part in parts]
     if typing.get_origin(tp) is dict or tp is dict:
         inner = _args(tp)[1] if len(_args(tp)) == 2 else Any
         out = {}

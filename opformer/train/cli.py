@@ -354,8 +354,8 @@ def _keys(text):
     default keys."""
     if text is None:
         return None
-    keys = [k.strip() for k in text.split(",") if k.strip()]
-    if not keys:
+    keys = [k.strip() for k in text.split(",")]
+    if not all(keys):  # "" or "a,,u": a name left out
         from ..config import ConfigError
 
         raise ConfigError(f"--keys needs INPUT or INPUT,TARGET array names, got {text!r}")

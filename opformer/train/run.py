@@ -56,18 +56,21 @@ def _is_rank_zero() -> bool:
 _HARDWARE = ("accelerator", "devices", "strategy", "num_nodes", "num_workers", "deterministic", "cuda_graphs",
              "background_checkpoints", "data_on_device")
 
+#: train fields that change what a run shows or how often it saves, not what it trains: free to change on --resume
+_PRESENTATION = ("plot_samples", "checkpoint_every_n_steps")
+
 
 def _config_for_comparison(cfg: dict) -> dict:
     """The fields that define a run's result (how many processes ran it or whether bars are shown do not)."""
     c = json.loads(json.dumps(cfg))
     for key in ("name", "description"):  # labels: a run keeps its result whatever it is called
         c.pop(key, None)
-    for key in _HARDWARE:
+    for key in (*_HARDWARE, *_PRESENTATION):
         c["train"].pop(key, None)
     # fields added in later versions: a run recorded without them had their default
     defaults = TrainConfig()
     for f in dataclasses.fields(TrainConfig):
-        if f.name not in _HARDWARE:
+        if f.name not in _HARDWARE and f.name not in _PRESENTATION:
             c["train"].setdefault(f.name, getattr(defaults, f.name))
     return c
 

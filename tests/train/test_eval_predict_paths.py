@@ -346,4 +346,13 @@ def test_keys_naming_no_array_are_refused_not_read_as_the_defaults(command, pair
     out = ["--out", str(tmp_path / ("p.npz" if command == "predict" else "e"))]
     assert main([command, "burgers-ft", "--data", str(pairs_file), "--keys", ",", *out]) == 2
     assert capsys.readouterr().err == "opformer: error: --keys needs INPUT or INPUT,TARGET array names, got ','\n"
+    # a name left out between commas is refused too, not read as a shorter list
+    assert main([command, "burgers-ft", "--data", str(pairs_file), "--keys", "a,,u", *out]) == 2
+    assert capsys.readouterr().err == "opformer: error: --keys needs INPUT or INPUT,TARGET array names, got 'a,,u'\n"
     assert not (tmp_path / "p.npz").exists() and not (tmp_path / "e").exists()
+
+
+def test_train_keys_with_a_name_left_out_are_refused(tmp_path, capsys):
+    assert main(["train", "burgers-quick", "--keys", "a,,u", "--out", str(tmp_path / "r")]) == 2
+    assert capsys.readouterr().err == "opformer: error: --keys: expected a comma-separated list or null, got 'a,,u'\n"
+    assert not (tmp_path / "r").exists()

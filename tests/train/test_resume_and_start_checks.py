@@ -244,3 +244,17 @@ def test_a_failed_overwrite_or_resume_start_keeps_the_run(tmp_path, monkeypatch,
             assert tree(out) == kept
     m = train(_cfg(cfg_path), out, progress=False, resume=True)
     assert m["epochs"] == 3
+
+
+def test_resume_takes_other_plot_and_checkpoint_settings(tmp_path, monkeypatch):
+    """--plot-samples and --checkpoint-every-n-steps change what a run shows and how often it saves, not what it
+    trains: a stopped run resumes with new values of them (another learning rate is still another run)."""
+    data = _data_file(tmp_path / "d.npz", 40, seed=0)
+    cfg_path = _config(tmp_path, data)
+    out = tmp_path / "run"
+    _stopped_after_first_epoch(cfg_path, out, monkeypatch)
+    with pytest.raises(RunDirError, match="holds a different run.*lr"):
+        train(_cfg(cfg_path, **{"train.lr": 1e-3}), out, progress=False, resume=True)
+    m = train(_cfg(cfg_path, **{"train.plot_samples": 2, "train.checkpoint_every_n_steps": 5}), out, progress=False,
+              resume=True)
+    assert m["epochs"] == 3
