@@ -980,12 +980,15 @@ def _fit(run, bundle, operator, artifact, notes, out: Path, ckpt_path, resume: b
         atomic_write_text(out / "config.yaml", yaml.safe_dump(run.raw, sort_keys=False))
         if started is not None:
             started.wrote_config = True
-    if ckpt_path is not None and _is_rank_zero():
-        _keep_csv_history(out / "logs")
+    kept = _keep_csv_history(out / "logs") if ckpt_path is not None and _is_rank_zero() else None
     dm = _DataModule(bundle.datasets, t)
-    check_stop()  # a stop requested while the data loaded, its exception lost
-    with _lightning_refusals():
-        _interruptible(trainer, trainer.fit, module, datamodule=dm, ckpt_path=ckpt_path, weights_only=True)
+    try:
+        check_stop()  # a stop requested while the data loaded, its exception lost
+        with _lightning_refusals():
+            _interruptible(trainer, trainer.fit, module, datamodule=dm, ckpt_path=ckpt_path, weights_only=True)
+    finally:
+        if kept is not None and not (out / "logs" / "metrics.csv").exists():  # nothing logged (a finished run)
+            os.replace(kept, out / "logs" / "metrics.csv")
     seconds = module.training_seconds()
     check_stop()
     dropout_check = _dropout_check(module, t, out, dm)
@@ -1111,13 +1114,16 @@ def _interruptible(trainer: L.Trainer, call, *args, **kwargs):
         raise
 
 
-def _keep_csv_history(logs: Path) -> None:
+def _keep_csv_history(logs: Path) -> Optional[Path]:
     """Lightning's CSVLogger starts metrics.csv afresh in a new process: keep the earlier runs' rows as
-    metrics-0.csv, metrics-1.csv, ... (the training-curve plot reads them all)."""
+    metrics-0.csv, metrics-1.csv, ... (the training-curve plot reads them all); returns the name it was kept as
+    (None: there was none), for the caller to put back when the resumed fit logged nothing."""
     csv_path = logs / "metrics.csv"
-    if csv_path.exists():
-        k = len(list(logs.glob("metrics-*.csv")))
-        os.replace(csv_path, logs / f"metrics-{k}.csv")
+    if not csv_path.exists():
+        return None
+    kept = logs / f"metrics-{len(list(logs.glob('metrics-*.csv')))}.csv"
+    os.replace(csv_path, kept)
+    return kept
 
 
 def write_plots(predictor: Predictor, ds, out: Path, k: int, title: str, curves: bool = True) -> list[Path]:

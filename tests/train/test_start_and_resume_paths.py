@@ -49,8 +49,12 @@ def test_a_moved_run_directory_resumes_with_its_best_checkpoint_and_score(tiny_c
     assert (m["val_rel_l2"], m["test_rel_l2"], m["best_epoch"]) == (whole["val_rel_l2"], whole["test_rel_l2"],
                                                                     whole["best_epoch"])
     shutil.move(tmp_path / "whole", tmp_path / "whole-moved")  # a finished run, moved and resumed: nothing to train
+    logs = tmp_path / "whole-moved" / "logs"
+    rows = (logs / "metrics.csv").read_text()
     again = train(_cfg(tiny_config), tmp_path / "whole-moved", progress=False, resume=True)
     assert again["best_checkpoint"] == "checkpoints/best.ckpt"
+    # nothing trained, nothing logged: the run's metrics.csv stays where it was, not moved aside for a new one
+    assert (logs / "metrics.csv").read_text() == rows and not list(logs.glob("metrics-*.csv"))
     assert (again["val_rel_l2"], again["test_rel_l2"]) == (whole["val_rel_l2"], whole["test_rel_l2"])
 
 
