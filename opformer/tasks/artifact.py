@@ -280,12 +280,24 @@ class Predictor:
         """``input`` (batch, *grid, c) interpolated to the training grid, and that grid's coordinates (with a note
         the first time)."""
         grid, trained = tuple(input.shape[1:-1]), tuple(self.artifact["input_grid"])
+        never = " (resample 'never' runs it on the data's grid)" if self._fits_grid(grid) else ""
         self._note(f"this model runs on its {'x'.join(map(str, trained))} training grid: the inputs on "
-                   f"{'x'.join(map(str, grid))} are interpolated to it and its predictions back (resample "
-                   f"'never' runs it on the data's grid)")
+                   f"{'x'.join(map(str, grid))} are interpolated to it and its predictions back{never}")
         kind = self.artifact["grid"]
         c = torch.as_tensor(grid_coords(kind, trained), dtype=coords.dtype)[None]
         return resample_grid(input, kind, trained), c
+
+    def _fits_grid(self, grid) -> bool:
+        """Whether the network can run on ``grid`` at all (square-only models, grids their patches or levels do not
+        divide cannot), by its own checks, without running it."""
+        model = getattr(self.operator, "model", self.operator)
+        if getattr(model, "square_only", False) and len(set(grid)) > 1:
+            return False
+        try:
+            model._check_grid(tuple(grid))
+        except (ValueError, ConfigError):
+            return False
+        return True
 
     def _frames_back(self, y: torch.Tensor, grid) -> torch.Tensor:
         """Rollout frames (samples, times, *training grid, c) interpolated to ``grid``."""

@@ -325,7 +325,12 @@ def test_predict_with_targets_on_a_non_square_grid_as_without(tmp_path, capsys, 
         np.testing.assert_allclose(p["prediction"], pred, rtol=1e-5, atol=1e-7)
         np.testing.assert_allclose(p["rel_l2"], 0.2, rtol=1e-5)
         assert p["rel_l2"].dtype == np.float64  # as on square grids
-    assert "interpolated" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    # a square-only model: the note does not point to --resample never, which cannot run it on 33x41
+    assert "interpolated" in err and "never" not in err
+    # on a square grid (not its training grid) that it can run on, it does
+    with pytest.warns(UserWarning, match=r"interpolated to it and its predictions back \(resample 'never' runs it"):
+        model.predict(a[:, :29, :29])
     # --resolution still needs what the task's loader takes
     assert main(["predict", "darcy33-gt", "--data", str(data), "--keys", "coeff,sol", "--out", str(out),
                  "--resolution", "2"]) == 2
