@@ -175,7 +175,11 @@ def _user_array(values, name: str) -> tuple[np.ndarray, bool]:
     as_torch = torch.is_tensor(values)
     if as_torch and values.dtype == torch.bfloat16:  # numpy has no bfloat16; every bfloat16 is a float32
         values = values.float()
-    x = values.detach().cpu().numpy() if as_torch else np.asarray(values)
+    try:
+        x = values.detach().cpu().numpy() if as_torch else np.asarray(values)
+    except ValueError:  # nested lists of unequal lengths
+        raise _bad_argument(name, "must be a rectangular array: its nested lists differ in length (every sample on "
+                                  "one grid)") from None
     if np.iscomplexobj(x) or not (np.issubdtype(x.dtype, np.number) or x.dtype == np.bool_):
         raise _bad_argument(name, f"must hold real numbers, got an array of {x.dtype}")
     if np.issubdtype(x.dtype, np.floating) and x.ndim > 0 and not np.isfinite(x).all():
@@ -369,7 +373,7 @@ class Predictor:
         xin, c = self.task.inputs_from_array(x, self.grid)
         self._check_channels(x.shape, xin)
         if coords is not None:
-            c = torch.as_tensor(np.asarray(coords), dtype=torch.float32)
+            c = torch.as_tensor(_user_array(coords, "coords")[0], dtype=torch.float32)
             if c.dim() == xin.dim() - 1:
                 c = c[None]
         tau = None

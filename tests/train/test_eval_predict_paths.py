@@ -361,3 +361,15 @@ def test_train_keys_with_a_name_left_out_are_refused(tmp_path, capsys):
     assert main(["train", "burgers-quick", "--keys", "a,,u", "--out", str(tmp_path / "r")]) == 2
     assert capsys.readouterr().err == "opformer: error: --keys: expected a comma-separated list or null, got 'a,,u'\n"
     assert not (tmp_path / "r").exists()
+
+
+def test_ragged_nested_lists_are_refused_naming_the_argument():
+    """Nested lists whose samples differ in length are no array: one line naming the argument, not numpy's
+    'inhomogeneous shape'."""
+    from opformer.config import SettingError
+
+    model = opformer.load("burgers-ft")
+    with pytest.raises(SettingError, match="^inputs must be a rectangular array: its nested lists differ in length"):
+        model.predict([[1.0] * 8, [1.0] * 7])
+    with pytest.raises(SettingError, match="^coords must be a rectangular array"):
+        model.predict([[1.0] * 8], coords=[[0.0], [0.5, 1.0]])
