@@ -123,7 +123,8 @@ def register(subparsers) -> argparse.ArgumentParser:
     ns.set_defaults(func=_run_navier_stokes)
 
     i = sub.add_parser("info", help="print the recipe and progress of data files, or the arrays of any data file")
-    i.add_argument("files", nargs="+", help="opformer data files (FILE or FILE.partial): recipe and progress; "
+    i.add_argument("files", nargs="+", help="opformer data files (FILE, FILE.partial or a quoted pattern such as "
+                                            "'data/*.h5'): recipe and progress; "
                                             "other .h5/.mat/.npz/.pt files: their arrays' names, shapes and types")
     i.set_defaults(func=_run_info)
 
@@ -265,12 +266,23 @@ def _training_hint(path, arrays) -> str:
 
 
 def _run_info(args) -> int:
+    import glob
     import json
 
     from .storage import read_header
 
     status = 0
-    for name in args.files:
+    names = []
+    for name in args.files:  # a quoted pattern (as --data takes) names its matches; a file of that very name wins
+        if any(ch in name for ch in "*?[") and not Path(name).exists():
+            matches = sorted(glob.glob(name))
+            if not matches:
+                print(f"opformer: error: {name}: no file matches this pattern", file=sys.stderr)
+                status = 2
+            names += matches
+        else:
+            names.append(name)
+    for name in names:
         try:
             h = read_header(name)
         except DataError as exc:

@@ -70,6 +70,14 @@ def test_info_command_prints_recipe_and_progress(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "darcy, samples [0, 2) of 2, 2/2 written (complete)" in text and '"resolution": 9' in text
     assert _run(["data", "info", str(tmp_path / "none.h5")]) == 2
+    # a quoted pattern, as --data takes: every match, in order; one matching nothing is an error line
+    np.savez(tmp_path / "e.npz", x=np.zeros((3, 8)))
+    capsys.readouterr()
+    assert _run(["data", "info", str(tmp_path / "[de].*"), str(tmp_path / "z*.h5")]) == 2
+    printed, err = capsys.readouterr()
+    assert [line.split(":")[0] for line in printed.splitlines() if not line.startswith(" ")] == [
+        str(out), str(tmp_path / "e.npz")]
+    assert err == f"opformer: error: {tmp_path / 'z*.h5'}: no file matches this pattern\n"
 
 
 def test_info_suggests_the_flags_of_the_files_kind(tmp_path, capsys):
