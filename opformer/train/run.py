@@ -13,6 +13,7 @@ import hashlib
 import itertools
 import json
 import os
+import shutil
 import time
 import warnings
 from pathlib import Path
@@ -374,21 +375,46 @@ def _locked_run_dir(out: Path):
         os.close(fd)  # releases the lock; the file stays (removing it would let two processes lock different files)
 
 
-def _clear_run(out: Path) -> None:
-    """Remove what an earlier run wrote (its own files only), after the new run has been validated."""
-    for name in ("config.yaml", "metrics.json"):
-        (out / name).unlink(missing_ok=True)
-        for p in out.glob(f".{name}.*.tmp"):
-            p.unlink(missing_ok=True)
-    for sub, patterns in (("checkpoints", ("best.ckpt", "last.ckpt", "*.ckpt.tmp", ".best.ckpt.*.tmp",
-                                           ".last.ckpt.*.tmp")),
-                          ("logs", ("metrics*.csv", "hparams.yaml", "events.out.tfevents.*")),
-                          ("plots", ("predictions*.png", "training_curves.png"))):
+#: an earlier run's own files, by folder (the temporary files of interrupted writes are removed, not kept)
+_RUN_FILE_PATTERNS = (("", ("config.yaml", "metrics.json")),
+                      ("checkpoints", ("best.ckpt", "last.ckpt")),
+                      ("logs", ("metrics*.csv", "hparams.yaml", "events.out.tfevents.*")),
+                      ("plots", ("predictions*.png", "training_curves.png")))
+_RUN_TEMP_PATTERNS = (("", (".config.yaml.*.tmp", ".metrics.json.*.tmp")),
+                      ("checkpoints", ("*.ckpt.tmp", ".best.ckpt.*.tmp", ".last.ckpt.*.tmp")))
+
+
+def _set_aside_run(out: Path) -> Optional[Path]:
+    """Move what an earlier run wrote (its own files only) into a hidden folder of ``out``, after the new run has
+    been validated; returns that folder (None: nothing was there).  The new run deletes it once its training starts
+    (:class:`_TrainingStarted`); a start that fails before then puts the files back (:func:`_put_back_run`), so an
+    ``--overwrite`` whose setup fails loses nothing."""
+    held = out / f".replaced-run.{os.getpid()}"
+    moved = False
+    for sub, patterns in _RUN_TEMP_PATTERNS:
         for pattern in patterns:
             for p in (out / sub).glob(pattern):
                 p.unlink(missing_ok=True)
-        if (out / sub).is_dir() and not any((out / sub).iterdir()):
+    for sub, patterns in _RUN_FILE_PATTERNS:
+        for pattern in patterns:
+            for p in sorted((out / sub).glob(pattern)):
+                (held / sub).mkdir(parents=True, exist_ok=True)
+                os.replace(p, held / sub / p.name)
+                moved = True
+        if sub and (out / sub).is_dir() and not any((out / sub).iterdir()):
             (out / sub).rmdir()
+    return held if moved else None
+
+
+def _put_back_run(out: Path, held: Path) -> None:
+    """The files :func:`_set_aside_run` moved into ``held`` back in their places (a file the failed start wrote
+    there since is replaced), and ``held`` removed."""
+    for p in sorted(held.rglob("*")):
+        if p.is_file():
+            dest = out / p.relative_to(held)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(p, dest)
+    shutil.rmtree(held, ignore_errors=True)
 
 
 def _diff(a: Any, b: Any, path: str = "") -> str:
@@ -837,6 +863,8 @@ def train(cfg: dict, out, *, resume: bool = False, overwrite: bool = False, prog
             # run behind, so that the corrected command just works; a resumed run keeps all its files
             if _is_rank_zero() and ckpt_path is None and not started.fired:
                 _undo_start(out, before, had_lock, new_dirs if created else [], started.wrote_config)
+                if started.held is not None:  # the run it was to replace, back as it was
+                    _put_back_run(out, started.held)
             raise
         finally:
             if ours:
@@ -846,13 +874,16 @@ def train(cfg: dict, out, *, resume: bool = False, overwrite: bool = False, prog
 class _TrainingStarted(L.Callback):
     """Notes that the fit reached its training loop (its first epoch begins): a failure from then on leaves the run
     to start over or resume, one before it leaves nothing behind.  ``wrote_config``: the start wrote its config.yaml
-    (and removed an earlier run's files where it replaces them)."""
+    (and set aside an earlier run's files where it replaces them, in the folder ``held``, deleted here)."""
 
     fired = False
     wrote_config = False
+    held: Optional[Path] = None
 
     def on_train_start(self, trainer, pl_module) -> None:
         self.fired = True
+        if self.held is not None:
+            shutil.rmtree(self.held, ignore_errors=True)
 
 
 #: the folders of a run directory that a run writes into (what is in them is listed before a start)
@@ -975,7 +1006,11 @@ def _fit(run, bundle, operator, artifact, notes, out: Path, ckpt_path, resume: b
         trainer = _trainer(t, out, progress, [best_cb, last_cb] + ([started] if started is not None else []))
     if _is_rank_zero():
         if (overwrite and not resume) or (ckpt_path is None and _never_checkpointed(out)):
-            _clear_run(out)
+            held = _set_aside_run(out)
+            if started is not None:
+                started.held = held
+            elif held is not None:
+                shutil.rmtree(held, ignore_errors=True)
         out.mkdir(parents=True, exist_ok=True)
         atomic_write_text(out / "config.yaml", yaml.safe_dump(run.raw, sort_keys=False))
         if started is not None:

@@ -242,8 +242,18 @@ def test_a_failed_overwrite_or_resume_start_keeps_the_run(tmp_path, monkeypatch,
             assert main(["train", str(cfg_path), "--out", str(out), "--no-progress", flag]) == 2
             one_line_error(capsys.readouterr().err)
             assert tree(out) == kept
+    with monkeypatch.context() as m:  # --overwrite failing inside the fit's setup, after the old files went aside
+        def fail(self):
+            raise RuntimeError("setup failed")
+
+        m.setattr(run_module.OperatorModule, "configure_optimizers", fail)
+        with pytest.raises(RuntimeError, match="setup failed"):
+            train(_cfg(cfg_path), out, progress=False, overwrite=True)
+    assert tree(out) == kept
     m = train(_cfg(cfg_path), out, progress=False, resume=True)
     assert m["epochs"] == 3
+    again = train(_cfg(cfg_path), out, progress=False, overwrite=True)  # a replacing run leaves no old files aside
+    assert again["epochs"] == 3 and not list(out.glob(".replaced-run*"))
 
 
 def test_resume_takes_other_plot_and_checkpoint_settings(tmp_path, monkeypatch):
