@@ -341,6 +341,16 @@ def model_table(experiment: str) -> dict:
     return table
 
 
+def samples_last_hint(shape, dim: int) -> str:
+    """A hint when a 2D task's (a, a, b) array (b != a) looks like b samples of a x a grids stored samples last (as
+    MATLAB writes them), which reads as a samples of a x b grids; else ''."""
+    shape = tuple(shape)
+    if dim != 2 or len(shape) != 3 or shape[0] != shape[1] or shape[2] == shape[0]:
+        return ""
+    return (f"; if it holds {shape[2]} samples of {shape[0]}x{shape[1]} grids stored samples last, move that axis "
+            "first (numpy.moveaxis(a, -1, 0))")
+
+
 def open_pair(data: DataConfig, default_keys, files: dict, dim: int):
     """The training and test sources with their keys, checked to hold (samples, *grid[, 1]) arrays of one shape."""
     keys = keys_pair(data.keys, default_keys)

@@ -17,7 +17,8 @@ from ..config import TrainConfig
 from ..data.datasets import (FieldDataset, SplitArrays, UnitGaussianNormalizer, constant_input_warning, sample_array,
                              stride_for)
 from ..pde.errors import DataError
-from .base import Bundle, Operator, Task, grid_kind_of, model_table, open_pair, register_task, split_indices
+from .base import (Bundle, Operator, Task, grid_kind_of, model_table, open_pair, register_task, samples_last_hint,
+                   split_indices)
 from .symmetry import check_symmetric_grid, dihedral_batch
 from .losses import effective_gamma, grid_step, h1_seminorm_2d, rel_l2
 
@@ -74,7 +75,8 @@ def open_square(task, data, files):
     """Sources, keys, the stored side n, its grid and kind, and the stride to ``data.resolution``."""
     keys, train_src, test_src, grid = open_pair(data, task.default_keys, files, 2)
     if grid[0] != grid[1]:
-        raise DataError(f"{train_src.describe()}: task {task.name} needs square grids, found {grid}")
+        hint = samples_last_hint(train_src.shapes[keys[0]], 2)
+        raise DataError(f"{train_src.describe()}: task {task.name} needs square grids, found {grid}{hint}")
     n = grid[0]
     if n < MIN_SIDE:
         raise DataError(f"{train_src.describe()}: task {task.name} needs grids of at least {MIN_SIDE} x {MIN_SIDE} "

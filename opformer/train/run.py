@@ -1363,6 +1363,18 @@ def _same_grid_arrays(pairs, keys, dim: int) -> bool:
     return xs[: dim + 1] == ys[: dim + 1] and (len(ys) == dim + 1 or (len(ys) == dim + 2 and ys[-1] == 1))
 
 
+def _warn_samples_last(data, key: str, shape, dim: int) -> None:
+    """A warning where the input array looks stored samples last (:func:`opformer.tasks.base.samples_last_hint`):
+    it is predicted as it reads, samples first."""
+    from ..config import OpformerWarning
+    from ..tasks.base import samples_last_hint
+
+    hint = samples_last_hint(shape, dim)
+    if hint:
+        warnings.warn(f"{data}: {key} {tuple(shape)} reads as {shape[0]} samples on {shape[1]}x{shape[2]} "
+                      f"grids{hint}", OpformerWarning, stacklevel=2)
+
+
 def predict(model, *, data: str, out, keys=None, resolution: Optional[int] = None, batch_size: int = 32,
             resample: str = "auto") -> dict:
     """Predictions of a trained model for every sample of ``data``, written to ``out`` (.npz) with the per-sample
@@ -1404,6 +1416,7 @@ def predict(model, *, data: str, out, keys=None, resolution: Optional[int] = Non
             # (interpolated to its training grid and back, as without targets): the same errors from the arrays
             if resolution is not None or not _same_grid_arrays(pairs, keys, predictor.task.dim):
                 raise
+            _warn_samples_last(data, keys[0], pairs.shapes[keys[0]], predictor.task.dim)
             x, y = pairs.read(keys[0], np.arange(pairs.n_samples)), pairs.read(keys[1], np.arange(pairs.n_samples))
             try:
                 pred = predictor.predict(x, batch_size=batch_size)
@@ -1422,6 +1435,7 @@ def predict(model, *, data: str, out, keys=None, resolution: Optional[int] = Non
         summary.update(n=len(errs), test_rel_l2=float(np.mean(errs)))
     elif not has_target:
         src = open_source(data, keys[:1])
+        _warn_samples_last(data, keys[0], src.shapes[keys[0]], predictor.task.dim)
         x = src.read(keys[0], np.arange(src.n_samples))
         if resolution is not None:
             raise ConfigError("--resolution needs a file with targets; give the inputs at the wanted resolution")

@@ -373,3 +373,21 @@ def test_ragged_nested_lists_are_refused_naming_the_argument():
         model.predict([[1.0] * 8, [1.0] * 7])
     with pytest.raises(SettingError, match="^coords must be a rectangular array"):
         model.predict([[1.0] * 8], coords=[[0.0], [0.5, 1.0]])
+
+
+def test_arrays_stored_samples_last_are_pointed_out(tmp_path, capsys, one_thread):
+    """(17, 17, 40) arrays read as 17 samples on a 17x40 grid: training a 2D task refuses them with a hint to move
+    the samples axis first, predict warns with the same hint (and predicts as the file reads)."""
+    rng = np.random.default_rng(0)
+    data = tmp_path / "last.npz"
+    np.savez(data, coeff=rng.random((17, 17, 40), dtype=np.float32), sol=rng.random((17, 17, 40), dtype=np.float32))
+    hint = ("if it holds 40 samples of 17x17 grids stored samples last, move that axis first "
+            "(numpy.moveaxis(a, -1, 0))")
+    assert main(["train", "darcy-gt-cpu", "--data", str(data), "--keys", "coeff,sol", "--out", str(tmp_path / "r")]) == 2
+    assert capsys.readouterr().err.strip().endswith(f"needs square grids, found (17, 40); {hint}")
+    for keys in ("coeff,sol", "coeff"):
+        assert main(["predict", "darcy33-gt", "--data", str(data), "--keys", keys, "--out", str(tmp_path / "p.npz")]) == 0
+        assert f"coeff (17, 17, 40) reads as 17 samples on 17x40 grids; {hint}" in capsys.readouterr().err
+    np.savez(data, coeff=rng.random((40, 17, 17), dtype=np.float32))  # samples first: no such warning
+    assert main(["predict", "darcy33-gt", "--data", str(data), "--keys", "coeff", "--out", str(tmp_path / "q.npz")]) == 0
+    assert "samples last" not in capsys.readouterr().err
