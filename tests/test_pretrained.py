@@ -203,3 +203,8 @@ def test_inputs_beyond_float32_are_refused_and_nonfinite_predictions_warned(one_
         "the predictions of sample(s) 0, 1 of 2 hold NaN or inf (inputs far from the training data)"]
     t = torch.randn(2, 128)
     np.testing.assert_array_equal(model.predict(t.bfloat16()).numpy(), model.predict(t.bfloat16().float()).numpy())
+    # float16 inputs: no range check to make (every float16 is a float32), so no numpy overflow warning from one
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        h = t.numpy().astype(np.float16)
+        np.testing.assert_array_equal(model.predict(h), model.predict(h.astype(np.float32)))

@@ -312,7 +312,13 @@ def build_case(case: dict):
         inputs = (x, pos)
     elif case["what"] == "attention":
         from opformer.nn import Encoder
+        from opformer.nn.attention import QUADRATIC
 
+        kind_options = {}  # the layers refuse options their kind never uses
+        if case["kind"] in QUADRATIC:
+            kind_options["chunk_size"] = case["chunk_size"]
+        if case["kind"] == "fourier":
+            kind_options["fourier_order"] = case.get("fourier_order") or "quadratic"
         module = Encoder(
             case["layers"],
             case["d_model"],
@@ -320,9 +326,8 @@ def build_case(case: dict):
             case["kind"],
             dim_feedforward=case["dim_feedforward"],
             pos_dim=case["pos_dim"],
-            chunk_size=case["chunk_size"],
-            fourier_order=case.get("fourier_order") or "quadratic",
             fused=case.get("fused", True),
+            **kind_options,
         )
         b, n = case["batch"], case["n"]
         x = torch.randn(b, n, case["d_model"])

@@ -238,6 +238,13 @@ class OperatorModel(nn.Module):
             )
         if x.shape[-1] != c:
             raise ValueError(f"{who} expects {c} input channel(s) in the last axis, got shape {tuple(x.shape)}")
+        p_dtype = next((p.dtype for p in self.parameters() if p.is_floating_point()), None)
+        if p_dtype is not None and x.dtype != p_dtype and not (x.is_floating_point()
+                                                               and torch.is_autocast_enabled(x.device.type)):
+            have, want = str(x.dtype).replace("torch.", ""), str(p_dtype).replace("torch.", "")
+            fix = (f"convert one of them (input.to(torch.{want}) or model.to(torch.{have})), or run under "
+                   "torch.autocast" if x.is_floating_point() else f"give floating-point values (input.to(torch.{want}))")
+            raise ValueError(f"{who}: input is {have} but the model's parameters are {want}: {fix}")
         if self.square_only and x.shape[1] != x.shape[2]:
             raise ValueError(f"{who} needs a square grid (H == W), got input of shape {tuple(x.shape)}")
         if not isinstance(coords, Tensor):

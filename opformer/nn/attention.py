@@ -719,6 +719,11 @@ class SimpleAttention(nn.Module):
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
         if chunk_size is not None and chunk_size <= 0:
             raise ValueError(f"chunk_size must be a positive int or None, got {chunk_size}")
+        if chunk_size is not None and kind not in QUADRATIC:  # a setting that would do nothing is refused
+            raise ValueError(f"chunk_size applies to the kinds that form an n x n matrix ({', '.join(sorted(QUADRATIC))})"
+                             f"; kind {kind!r} never does (leave chunk_size at None)")
+        if fourier_order != "auto" and kind != "fourier":
+            raise ValueError(f"fourier_order applies to kind 'fourier' only, got {fourier_order!r} with kind {kind!r}")
         self.d_model, self.n_heads, self.kind, self.pos_dim = d_model, n_heads, kind, pos_dim
         self.d_head = d_model // n_heads
         self.kernel = KERNELS[kind]
@@ -772,7 +777,10 @@ class SimpleAttention(nn.Module):
         if x.dim() != 3 or x.shape[-1] != self.d_model:
             raise ValueError(f"x must have shape (batch, n, d_model={self.d_model}), got {tuple(x.shape)}")
         w_dtype = self.qkv.weight.dtype
-        if x.dtype != w_dtype and x.is_floating_point() and not torch.is_autocast_enabled(x.device.type):
+        if not x.is_floating_point():
+            raise ValueError(f"x is {str(x.dtype).replace('torch.', '')}: the layer takes floating-point values "
+                             f"(e.g. x.to({w_dtype}))")
+        if x.dtype != w_dtype and not torch.is_autocast_enabled(x.device.type):
             raise ValueError(f"x is {str(x.dtype).replace('torch.', '')} but the layer's parameters are "
                              f"{str(w_dtype).replace('torch.', '')}: convert one of them (e.g. layer.to(x.dtype)), or "
                              "run under torch.autocast")

@@ -26,7 +26,7 @@ from ..atomic import atomic_write_bytes, atomic_write_text
 from ..config import RESAMPLE, ConfigError, OpformerWarning, SettingError, flag
 from ..data.datasets import UnitGaussianNormalizer
 from ..data.readers import safe_torch_load
-from .base import Bundle, Operator, Task, get_task, grid_coords, options_from
+from .base import Bundle, Operator, Task, get_task, grid_coords, list_tasks, options_from
 from .losses import rel_l2
 
 __all__ = ["FORMAT", "LoadError", "Predictor", "check_save_directory", "load", "make_artifact", "read_checkpoint"]
@@ -187,7 +187,7 @@ def _user_array(values, name: str) -> tuple[np.ndarray, bool]:
         shown = ", ".join(map(str, bad[:5])) + (f" and {bad.size - 5} more" if bad.size > 5 else "")
         raise _bad_argument(name, f"must be finite: NaN or inf in sample(s) {shown} of {x.shape[0]} (a prediction "
                                   "from them would be NaN)")
-    if np.issubdtype(x.dtype, np.floating) and x.size and np.abs(x).max() > F32_MAX:
+    if np.issubdtype(x.dtype, np.floating) and x.dtype.itemsize > 4 and x.size and np.abs(x).max() > F32_MAX:
         bad = np.flatnonzero((np.abs(x.reshape(x.shape[0], -1)) > F32_MAX).any(axis=1))
         raise _bad_argument(name, f"must lie within float32's range (|x| <= {F32_MAX:.3g}; the models compute in "
                                   f"float32): sample(s) {', '.join(map(str, bad[:5]))} of {x.shape[0]} do not")
@@ -642,8 +642,13 @@ def load(path: Union[str, os.PathLike], device: Optional[Union[str, torch.device
         run_config = ck.get("run_config")
         prefix = "operator."
         state = {k[len(prefix):]: v for k, v in ck.get("state_dict", {}).items() if k.startswith(prefix)}
+    if artifact.get("task") not in list_tasks():  # a task of the user's own, its module not imported
+        raise LoadError(f"{path}: a model of task {artifact.get('task')!r}, which is not registered in this process: "
+                        "import the module that registers it (register_task) before loading; known tasks: "
+                        f"{', '.join(list_tasks())}")
     try:
-        operator, task, options = build_operator(artifact)
+        with torch.random.fork_rng(devices=[]):  # the weights' initial draws leave the caller's random stream alone
+            operator, task, options = build_operator(artifact)
         operator.load_state_dict(state, strict=True)
     except (ConfigError, ValueError, RuntimeError, TypeError) as exc:
         raise LoadError(f"{path}: the weights do not fit the described model ({str(exc).splitlines()[0]})") from None

@@ -241,6 +241,13 @@ def test_bad_inputs_raise_value_errors_saying_what_was_expected():
         m1({"input": x1})
     with pytest.raises(TypeError, match=r"coords must be a tensor"):
         m1(x1)
+    # another dtype than the weights': one line naming both, not torch's "mat1 and mat2" from inside the first layer
+    with pytest.raises(ValueError, match=r"input is float64 but the model's parameters are float32: convert one of "
+                                         r"them \(input.to\(torch.float32\) or model.to\(torch.float64\)\)"):
+        m1(x1.double(), c1)
+    with pytest.raises(ValueError, match=r"input is int64 but the model's parameters are float32: give "
+                                         r"floating-point values"):
+        m1(torch.ones(2, 16, 1, dtype=torch.int64), c1)
 
 
 def test_example_inputs_shapes_and_grids():

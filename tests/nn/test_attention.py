@@ -163,7 +163,8 @@ def test_flops_scale_linearly_for_galerkin_and_quadratically_for_fourier():
     d, h = 32, 2
     ratios = {}
     for kind in ("galerkin", "fourier"):
-        layer = SimpleAttention(d, h, kind, pos_dim=1, fourier_order="quadratic", fused=False)
+        order = {"fourier_order": "quadratic"} if kind == "fourier" else {}
+        layer = SimpleAttention(d, h, kind, pos_dim=1, fused=False, **order)
         f = [_flops(layer, torch.randn(1, n, d), torch.rand(1, n, 1)) for n in (1024, 4096)]
         ratios[kind] = f[1] / f[0]
     assert ratios["galerkin"] == pytest.approx(4.0, rel=1e-6), ratios
@@ -279,8 +280,9 @@ def test_reference_attention_dropout_switch_is_stochastic_even_in_eval():
 @pytest.mark.parametrize("kind", ["fourier", "softmax"])
 def test_chunked_quadratic_attention_equals_unchunked_with_gradients(kind):
     torch.manual_seed(0)
-    a = SimpleAttention(16, 2, kind, pos_dim=1, fourier_order="quadratic").double()
-    b = SimpleAttention(16, 2, kind, pos_dim=1, chunk_size=7, fourier_order="quadratic").double()
+    order = {"fourier_order": "quadratic"} if kind == "fourier" else {}
+    a = SimpleAttention(16, 2, kind, pos_dim=1, **order).double()
+    b = SimpleAttention(16, 2, kind, pos_dim=1, chunk_size=7, **order).double()
     b.load_state_dict(a.state_dict())
     x = torch.randn(2, 40, 16, dtype=torch.float64, requires_grad=True)
     pos = torch.rand(2, 40, 1, dtype=torch.float64)
@@ -531,3 +533,23 @@ def test_inputs_of_another_dtype_than_the_layer_are_a_clear_error():
         layer(torch.randn(2, 5, 16, dtype=torch.float64))
     with torch.autocast("cpu", dtype=torch.bfloat16):
         assert torch.isfinite(layer(torch.randn(2, 5, 16))).all()
+    with pytest.raises(ValueError, match=r"^x is int64: the layer takes floating-point values \(e.g. "
+                                         r"x.to\(torch.float32\)\)$"):
+        layer(torch.ones(2, 5, 16, dtype=torch.int64))
+
+
+def test_options_the_kind_never_uses_are_refused_not_ignored():
+    """chunk_size bounds the memory of the n x n kinds only, fourier_order picks fourier's order: given to another
+    kind they would do nothing, so they are refused (as the model configs refuse them)."""
+    for kind in ("galerkin", "linear"):
+        with pytest.raises(ValueError, match=f"chunk_size applies to the kinds that form an n x n matrix "
+                                             f"\\(fourier, softmax\\); kind '{kind}' never does"):
+            SimpleAttention(32, 4, kind, 1, chunk_size=8)
+        with pytest.raises(ValueError, match="chunk_size applies"):
+            EncoderLayer(32, 4, kind, chunk_size=8)
+    for kind in ("galerkin", "softmax"):
+        with pytest.raises(ValueError, match=f"fourier_order applies to kind 'fourier' only, got 'quadratic' with "
+                                             f"kind '{kind}'"):
+            SimpleAttention(32, 4, kind, fourier_order="quadratic")
+    SimpleAttention(32, 4, "softmax", chunk_size=8)
+    SimpleAttention(32, 4, "fourier", chunk_size=8, fourier_order="linear")

@@ -89,6 +89,24 @@ def test_a_task_defined_outside_the_package_trains_through_the_cli_and_predicts_
     assert pred.shape == exact.shape
     err = np.linalg.norm(pred - exact, axis=1) / np.linalg.norm(exact, axis=1)
     assert err.mean() < 3 * metrics["test_rel_l2"] + 0.02
+    # in a process that has not registered the task (its module not imported): said so, not "the weights do not fit"
+    unregister_task("heat-toy")
+    try:
+        with pytest.raises(opformer.tasks.artifact.LoadError, match="a model of task 'heat-toy', which is not "
+                                                                    "registered in this process: import the module"):
+            opformer.load(out)
+    finally:
+        register_task(HeatTask())
+
+
+def test_loading_a_model_leaves_the_callers_random_stream_alone(own_run):
+    """The model is built (its weights drawn) before the stored ones are loaded: those draws do not move the
+    caller's seeded torch random stream."""
+    torch.manual_seed(0)
+    expected = torch.rand(3)
+    torch.manual_seed(0)
+    opformer.load(own_run)
+    assert torch.equal(torch.rand(3), expected)
 
 
 # --- one's own Burgers-like data: other keys, a channel axis, 80 samples, no split flags -----------------------------------
