@@ -220,6 +220,7 @@ def make_splits(
     train_pool: Optional[int] = None,
     where: str = "the training file",
     min_val: int = 0,
+    min_train: int = 1,
 ) -> dict[str, np.ndarray]:
     """Sample positions of the train, validation and test splits (flags as in ``opformer train --help``).
 
@@ -227,7 +228,8 @@ def make_splits(
     otherwise the last ``n_test`` samples of the training file (a count, or a fraction of it).  Pool: the first
     ``train_pool`` samples (default: all that are not test samples).  Validation: the last ``n_val`` of the pool
     (count or fraction of the pool).  Training: the first ``n_train`` of the pool (default: the rest).  ``min_val``:
-    the fewest validation samples accepted (a training run needs one).
+    the fewest validation samples accepted (a training run needs one); ``min_train``: the fewest training samples a
+    file must leave (a pair task trains on at least 2; a trajectory gives many pairs).
     """
     separate = n_test_file is not None
     if separate:
@@ -238,9 +240,9 @@ def make_splits(
         available = n_file
     else:
         nt = _count(0.1 if n_test is None else n_test, n_file, "test", "--n-test")
-        if n_file < 2 + min_val:
+        if n_file < min_train + 1 + min_val:
             raise DataError(f"{where} has {n_file} sample{'s' if n_file != 1 else ''}: too few to train, "
-                            f"{'validate ' if min_val else ''}and test on (at least {2 + min_val})")
+                            f"{'validate ' if min_val else ''}and test on (at least {min_train + 1 + min_val})")
         if nt < 1:
             raise DataError(f"--n-test {n_test}: the test split needs at least one sample (the run's error is "
                             "measured on it)")

@@ -309,7 +309,7 @@ class Task:
         if x.ndim == self.dim + 1:
             x = x[..., None]
         if x.ndim != self.dim + 2:
-            shape = ", ".join(["n"] * self.dim)
+            shape = "n" if self.dim == 1 else ", ".join(f"n{i + 1}" for i in range(self.dim))
             raise ConfigError(f"inputs of task {self.name} must have shape (samples, {shape}[, channels]), "
                               f"got {x.shape}")
         coords = torch.as_tensor(grid_coords(grid, x.shape[1:-1]), dtype=torch.float32)[None]
@@ -384,7 +384,7 @@ def split_indices(data: DataConfig, train, test, test_all: bool) -> dict:
     separate = test is not train
     return make_splits(train.n_samples, test.n_samples if separate else None, n_train=data.n_train,
                        n_val=data.n_val, n_test=data.n_test,
-                       train_pool=data.train_pool, where=train.describe(), min_val=1)
+                       train_pool=data.train_pool, where=train.describe(), min_val=1, min_train=2)
 
 
 # --- the registry ---------------------------------------------------------------------------------------------------------

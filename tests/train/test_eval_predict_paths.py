@@ -373,6 +373,10 @@ def test_ragged_nested_lists_are_refused_naming_the_argument():
         model.predict([[1.0] * 8, [1.0] * 7])
     with pytest.raises(SettingError, match="^coords must be a rectangular array"):
         model.predict([[1.0] * 8], coords=[[0.0], [0.5, 1.0]])
+    # one sample without its samples axis: the shape a 2D model takes, which need not be square
+    with pytest.raises(ConfigError, match=r"inputs of task darcy must have shape \(samples, n1, n2\[, channels\]\), "
+                                          r"got \(19,\)"):
+        opformer.load("darcy33-gt").predict(np.ones(19))
 
 
 def test_arrays_stored_samples_last_are_pointed_out(tmp_path, capsys, one_thread):

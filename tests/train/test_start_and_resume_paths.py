@@ -126,6 +126,10 @@ def test_too_small_splits_say_which_flag_and_why():
         make_splits(37, n_test=0)
     with pytest.raises(DataError, match="has 2 samples: too few to train, validate and test on"):
         make_splits(2, min_val=1)
+    # a pair task needs 2 training samples: a 3-sample file is refused up front with the count that works
+    with pytest.raises(DataError, match=r"has 3 samples: too few to train, validate and test on \(at least 4\)"):
+        make_splits(3, min_val=1, min_train=2)
+    assert [len(v) for v in make_splits(4, min_val=1, min_train=2).values()] == [2, 1, 1]
     assert len(make_splits(10, n_test=2, n_val=0)["val"]) == 0  # the library function alone allows no validation
 
 
