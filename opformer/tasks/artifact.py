@@ -297,8 +297,10 @@ class Predictor:
         model = getattr(self.operator, "model", self.operator)
         if getattr(model, "square_only", False) and len(set(grid)) > 1:
             return False
+        check = getattr(model, "_check_grid", None)  # a network of the user's own may have no such check
         try:
-            model._check_grid(tuple(grid))
+            if check is not None:
+                check(tuple(grid))
         except (ValueError, ConfigError):
             return False
         return True

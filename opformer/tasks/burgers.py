@@ -22,6 +22,9 @@ from .losses import effective_gamma, grid_step, h1_seminorm_1d, rel_l2
 class BurgersOptions:
     normalize_input: bool = opt(False, "standardize the input per point with the training statistics (the paper "
                                        "does not)")
+    normalize_target: bool = opt(False, "the model predicts the target standardized per point with the training "
+                                        "statistics, decoded before the loss (for targets far from zero mean or "
+                                        "unit scale; the paper does not)")
 
 
 class BurgersTask(Task):
@@ -59,6 +62,8 @@ class BurgersTask(Task):
         if options.normalize_input and "input" not in normalizers:
             normalizers["input"] = UnitGaussianNormalizer.fit(arrays.train()["input"], kind="periodic", axes=[x])
             warnings = [w for w in [constant_input_warning(normalizers["input"], arrays)] if w]
+        if options.normalize_target and "target" not in normalizers:
+            normalizers["target"] = UnitGaussianNormalizer.fit(arrays.train()["target"], kind="periodic", axes=[x])
         datasets = {split: FieldDataset(arrays[split], {"coords": x[:, None]}, origin=arrays.origin(split))
                     for split in splits}
         return Bundle(datasets, normalizers, "periodic", (len(x),), (len(x),),

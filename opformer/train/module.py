@@ -288,6 +288,12 @@ class OperatorModule(L.LightningModule):
         elif best_loss is None or mean < best_loss:
             self._best_epoch_loss = mean
 
+    @property
+    def mean_field_error(self) -> Optional[float]:
+        """The validation error of predicting the validation targets' mean field for every sample (None before the
+        first validation epoch)."""
+        return self._mean_field_err
+
     def _collapsed(self, val: Optional[float], best_val: Optional[float]) -> bool:
         """A collapse to the mean: the validation error is back at that of predicting the validation targets' mean
         field for every sample (0.95-1.2x of it; far above is a blow-up, left to the other rules), after the model

@@ -1031,6 +1031,10 @@ def _fit(run, bundle, operator, artifact, notes, out: Path, ckpt_path, resume: b
         print(f"note: {dropout_check['note']}")
     best_path = best_cb.best_model_path or str(ckdir / "last.ckpt")
     best_score = best_cb.best_model_score
+    mean_err = module.mean_field_error
+    weak = _weak_model_note(None if best_score is None else float(best_score), mean_err, run.task)
+    if weak and _is_rank_zero():
+        print(f"note: {weak}")
     best = torch.load(best_path, map_location="cpu", weights_only=True)
     module.load_state_dict(best["state_dict"])
     check_stop()
@@ -1042,6 +1046,9 @@ def _fit(run, bundle, operator, artifact, notes, out: Path, ckpt_path, resume: b
         "preset": run.name,
         "task": run.task.name,
         "val_rel_l2": None if best_score is None else float(best_score),
+        # the validation error of predicting the validation targets' mean field for every sample: what the model beats
+        "val_mean_field_rel_l2": mean_err,
+        **({"weak_model_note": weak} if weak else {}),
         "selection": (
             "validation split carved from the training file"
             if t.selection == "val"
@@ -1082,6 +1089,25 @@ def _fit(run, bundle, operator, artifact, notes, out: Path, ckpt_path, resume: b
         metrics["plots"] = sorted(str(p.relative_to(out)) for p in plots)
         atomic_write_text(out / "metrics.json", json.dumps(metrics, indent=2))
     return metrics
+
+
+#: the end of a run notes a model whose best validation error is above this fraction of the error of predicting the
+#: validation targets' mean field for every sample (a constant prediction)
+WEAK_MODEL_NOTE = 0.5
+
+
+def _weak_model_note(val_err: Optional[float], mean_err: Optional[float], task) -> Optional[str]:
+    """A note where the model barely beats predicting the mean field: its error may look small while the model has
+    learnt little of how the target varies (a target with a large offset against its variation)."""
+    if val_err is None or mean_err is None or not val_err > WEAK_MODEL_NOTE * mean_err:
+        return None
+    cure = ("train with --normalize-target (the model then predicts the standardized target)"
+            if dataclasses.is_dataclass(getattr(task, "options_class", None))
+            and any(f.name == "normalize_target" for f in dataclasses.fields(task.options_class)) else
+            "center and scale the targets of the data")
+    return (f"the best validation error, {val_err:.4g}, is {val_err / max(mean_err, 1e-300):.2g}x that of predicting "
+            f"the validation targets' mean field for every sample ({mean_err:.4g}): the model has learnt little of how "
+            f"the target varies; if the targets vary little about a large mean, {cure} (docs/training.md)")
 
 
 #: the end-of-run dropout check notes a network whose validation error with its dropout on is below this fraction

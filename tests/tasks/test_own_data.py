@@ -341,3 +341,44 @@ def test_a_test_file_on_another_grid_says_so(own_file, tmp_path, capsys):
                  "x,y", "--out", str(tmp_path / "r"), "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert "the test file's grid (128,) differs from the training file's (64,)" in err and err.count("\n") == 1, err
+
+
+def _offset_file(path: Path) -> Path:
+    """60 samples (N, 64) whose target varies by about 1 % about a mean of 5: predicting the mean field alone scores
+    a relative L2 error of about 2e-3."""
+    rng = np.random.default_rng(0)
+    x = np.arange(64) / 64
+    k = np.arange(1, 5)
+    coef = rng.standard_normal((60, 4, 2)) / k[None, :, None]
+    a = (coef[..., 0, None] * np.sin(2 * np.pi * k[None, :, None] * x)
+         + coef[..., 1, None] * np.cos(2 * np.pi * k[None, :, None] * x)).sum(1)
+    u = 5 + 0.02 * (0.5 * np.roll(a, 3, axis=1) + 0.1 * a ** 2)
+    np.savez(path, a=a.astype(np.float32), u=u.astype(np.float32))
+    return path
+
+
+def test_a_target_about_a_large_mean_is_noted_and_normalize_target_learns_it(tmp_path, capsys):
+    """A model whose error is above half that of a constant prediction (the validation targets' mean field) gets a
+    note pointing to --normalize-target, and metrics.json holds both errors; with --normalize-target the model
+    predicts the standardized target, beats the mean field, and the loaded model predicts in physical units."""
+    data = _offset_file(tmp_path / "off.npz")
+    common = ["--data", str(data), "--epochs", "6", "--num-layers", "1", "--n-val", "8", "--n-test", "8",
+              "--no-progress"]
+    assert main(["train", "burgers-gt", *common, "--out", str(tmp_path / "plain")]) == 0
+    plain = json.loads((tmp_path / "plain" / "metrics.json").read_text())
+    base = plain["val_mean_field_rel_l2"]
+    assert 5e-4 < base < 5e-3 and plain["val_rel_l2"] > 0.5 * base
+    assert plain["weak_model_note"].endswith("train with --normalize-target (the model then predicts the standardized "
+                                             "target) (docs/training.md)")
+    assert f"note: {plain['weak_model_note']}" in capsys.readouterr().out
+
+    assert main(["train", "burgers-gt", *common, "--normalize-target", "--out", str(tmp_path / "norm")]) == 0
+    norm = json.loads((tmp_path / "norm" / "metrics.json").read_text())
+    assert norm["val_mean_field_rel_l2"] == pytest.approx(base)
+    assert norm["val_rel_l2"] < 0.5 * base and "weak_model_note" not in norm
+    assert "note: the best validation error" not in capsys.readouterr().out
+    with np.load(data) as f:
+        a, u = f["a"][-8:], f["u"][-8:]
+    pred = opformer.load(tmp_path / "norm").predict(a)
+    err = np.linalg.norm(pred - u, axis=1) / np.linalg.norm(u, axis=1)
+    assert err.mean() == pytest.approx(norm["test_rel_l2"], rel=1e-3)
