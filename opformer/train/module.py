@@ -508,13 +508,16 @@ class OperatorModule(L.LightningModule):
                 group[key] = rate * 0.5
         self.lr_halvings += 1
         peak = max(g.get("max_lr", g["lr"]) / g.get("lr_scale", 1.0) for g in opt.param_groups)
+        # the loss a step minimizes: the relative L2 error alone, or with the H1 term, which can be far larger than
+        # the train_rel_l2 that the epoch lines show
+        what = "training loss" + (" (relative L2 + gamma x H1 term)" if self.train_cfg.gamma > 0 else "")
         if why is not None:
             head = why
         elif math.isfinite(value):
-            head = (f"loss {value:.4g} (over {self.train_cfg.divergence_factor:g}x the median "
+            head = (f"{what} {value:.4g} (over {self.train_cfg.divergence_factor:g}x the median "
                     f"{statistics.median(self._recent):.3g} of the recent steps)")
         else:
-            head = f"loss {value}"
+            head = f"{what} {value}"
         epoch, step = at if at is not None else (self.current_epoch, self.global_step)
         where = "" if epoch_rule else f" at epoch {epoch} (step {step})"
         msg = (f"{head}{where}: restored the state of "

@@ -4,6 +4,7 @@ import copy
 import json
 import math
 import random
+import re
 import signal
 import subprocess
 import time
@@ -217,6 +218,8 @@ def test_a_diverged_step_restores_the_epoch_start_and_halves_the_learning_rate(t
     monkeypatch.setattr(M, "rel_l2", once)
     m = train(_cfg(tiny_config), tmp_path / "run", progress=False)
     assert m["lr_halvings"] == 1 and "restored the state of the start of epoch 1" in m["divergence_notes"][0]
+    # the loss named as what it is (with the H1 term it is no relative L2 error, which the epoch lines show)
+    assert re.match(r"training loss( \(relative L2 \+ gamma x H1 term\))? nan at epoch 1", m["divergence_notes"][0])
     assert "halved the learning rate" in capsys.readouterr().out
     ck = torch.load(tmp_path / "run" / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
     group = ck["optimizer_states"][0]["param_groups"][0]
