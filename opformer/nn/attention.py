@@ -201,10 +201,29 @@ def register_kernel(kind: str, kernel: Kernel, normalized: tuple[str, ...] = (),
         raise ValueError(f"kernel must be a function kernel(q, k, v, *, weights, dropout_p, scale), got {kernel!r}")
     if not set(normalized) <= {"q", "k", "v"}:
         raise ValueError(f"normalized must be a subset of ('q', 'k', 'v'), got {normalized!r}")
+    _try_kernel(kind, kernel)
     KERNELS[kind] = kernel
     NORMALIZED[kind] = tuple(normalized)
     if quadratic:
         QUADRATIC.add(kind)
+
+
+def _try_kernel(kind: str, kernel: Kernel) -> None:
+    """Call a kernel being registered once on small inputs as a layer calls it (q, k, v of shape (batch, heads, n,
+    d), weights (batch, n), keywords weights/dropout_p/scale), so that a wrong signature or output shape is refused
+    here rather than at a model's first forward."""
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 3, 5, 4, generator=g) for _ in range(3))
+    for weights in (None, torch.full((2, 5), 0.2)):
+        try:
+            z = kernel(q, k, v, weights=weights, dropout_p=0.0, scale=None)
+        except TypeError as exc:
+            raise ValueError(f"kernel of kind {kind!r} must take kernel(q, k, v, *, weights, dropout_p, scale); "
+                             f"calling it so failed: {exc}") from None
+        if not isinstance(z, Tensor) or z.shape != v.shape:
+            got = tuple(z.shape) if isinstance(z, Tensor) else type(z).__name__
+            raise ValueError(f"kernel of kind {kind!r} must return a tensor shaped like v (batch, heads, n, d_v): "
+                             f"for q, k, v of shape (2, 3, 5, 4) it returned {got}")
 
 
 def _chunked(kernel: Kernel, chunk: int, q: Tensor, k: Tensor, v: Tensor, weights, dropout_p, scale) -> Tensor:

@@ -326,6 +326,20 @@ def test_register_kernel_refuses_a_built_in_name():
         register_kernel("not-a-function", "galerkin")
 
 
+def test_register_kernel_tries_the_kernel_as_a_layer_calls_it():
+    """A kernel without the keywords a layer passes, or one returning another shape than v's, is refused when it is
+    registered (not at a model's first forward, in torch's words), and is not registered."""
+    from opformer.nn import attention as A
+
+    with pytest.raises(ValueError, match=r"kernel of kind 'no-keywords' must take kernel\(q, k, v, \*, weights, "
+                                         r"dropout_p, scale\); calling it so failed: .*unexpected keyword"):
+        register_kernel("no-keywords", lambda q, k, v: v)
+    with pytest.raises(ValueError, match=r"kernel of kind 'wide' must return a tensor shaped like v \(batch, heads, "
+                                         r"n, d_v\): for q, k, v of shape \(2, 3, 5, 4\) it returned \(2, 3, 5, 8\)"):
+        register_kernel("wide", lambda q, k, v, **kw: torch.cat((v, v), -1))
+    assert "no-keywords" not in A.KERNELS and "wide" not in A.KERNELS
+
+
 def test_bfloat16_galerkin_sum_accumulates_in_float32():
     """K^T V / n over n = 2^16 points of ones is exactly 1: a bfloat16 accumulator would stall at 256."""
     n = 1 << 16
