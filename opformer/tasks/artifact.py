@@ -456,18 +456,22 @@ class Predictor:
             outs.append(self(torch.zeros((1, *xin.shape[1:]), dtype=xin.dtype), c, times[0]).float().cpu()[:0, None]
                         .expand(0, len(times), *xin.shape[1:-1], -1))
         for lo in range(0, xin.shape[0], batch_size):
+            # every time t from t_0 on its own, as the same steps give it whatever other times are asked for: the
+            # chain of the largest jump (``step`` in autoregressive mode), shared by the times in order, then the
+            # largest jumps that fit (mixed), then one shorter step where t is not reached exactly
             state, t_now, frames = xin[lo : lo + batch_size], 0.0, []
             for t in times:
                 if mode == "direct":
                     frames.append(self(state, c, t).float().cpu())
                     continue
-                while True:  # advance the state by whole jumps, largest first
-                    jump = next((j for j in jumps if t_now + j <= t + eps), None)
-                    if jump is None:
-                        break
-                    state, t_now = self(state, c, jump).float().cpu(), t_now + jump
-                rest = t - t_now
-                frames.append(state if rest <= eps else self(state, c, rest).float().cpu())
+                while t_now + jumps[0] <= t + eps:
+                    state, t_now = self(state, c, jumps[0]).float().cpu(), t_now + jumps[0]
+                here, t_here = state, t_now
+                for jump in jumps[1:]:  # mixed: each shorter jump at most once (a second would make a longer one)
+                    if t_here + jump <= t + eps:
+                        here, t_here = self(here, c, jump).float().cpu(), t_here + jump
+                rest = t - t_here
+                frames.append(here if rest <= eps else self(here, c, rest).float().cpu())
             outs.append(torch.stack(frames, dim=1))
         y = torch.cat(outs)
         _warn_nonfinite(y, "times far beyond the training's")

@@ -91,6 +91,18 @@ def test_tiny_navier_stokes_trains_and_rolls_out_through_the_cli(ns_file, tmp_pa
     np.testing.assert_allclose(ar[:, 1], again[:, 0], rtol=1e-6, atol=1e-6)
     # mixed takes the largest trained jump first: 3S (1.5) is within the training horizon (2.0), so one direct jump
     np.testing.assert_allclose(mixed[:, 0], model.rollout(u0, [3 * step], mode="direct")[:, 0], rtol=1e-6, atol=1e-6)
+    # a time's prediction does not depend on the other times asked for: mixed at 3S is still the one jump when S and
+    # 2S are asked for too (it was chained from 2S: one more step), and beyond the horizon (4 + 1.5 = 5.5) it is two
+    # jumps of the longest lead 2 (4 steps) then one of 1.5 (3 steps); autoregressive at 3S is three steps either way
+    lead = model.artifact["info"]["max_lead"]
+    assert lead == pytest.approx(4 * step)
+    many = model.rollout(u0, [step, 2 * step, 3 * step, 11 * step], mode="mixed")
+    np.testing.assert_allclose(many[:, 2], mixed[:, 0], rtol=1e-6, atol=1e-6)
+    two = model.rollout(model.rollout(u0, [lead], mode="direct")[:, 0], [lead], mode="direct")[:, 0]
+    chain = model.rollout(two, [3 * step], mode="direct")
+    np.testing.assert_allclose(many[:, 3], chain[:, 0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(model.rollout(u0, [2 * step, 3 * step], mode="autoregressive")[:, 1], ar[:, 2],
+                               rtol=1e-6, atol=1e-6)
     with pytest.raises(opformer.tasks.artifact.ConfigError, match="ascending"):
         model.rollout(u0, [1.0, 0.5])
     # predict with a lead time is the direct rollout's jump; one tau per sample; without one: a clear error
