@@ -337,6 +337,11 @@ class TrajectoryTask(Task):
             if len(allowed) < h + 1:
                 raise ConfigError(f"--history {h} needs at least {h + 1} snapshots for training, "
                                   f"{len(allowed)} are available")
+            gaps = np.diff(times)
+            if not np.allclose(gaps, gaps[0], rtol=1e-6, atol=0.0):  # the model steps one snapshot, labelled 1 step
+                raise ConfigError(f"--history {h} steps from snapshot to snapshot, which needs evenly spaced "
+                                  f"snapshot times; these are spaced {gaps.min():g} to {gaps.max():g} apart (train "
+                                  "with --history 1, whose lead-time input takes any spacing)")
         for split in splits:
             if h > 1:  # one step from the last h snapshots: (t, i, i + 1) for i = h-1, ...
                 last = allowed[-1] if split != "test" else n_times - 1

@@ -178,6 +178,15 @@ def test_history_protocol_steps_one_snapshot_from_the_last_h(ns_file, tmp_path):
     np.testing.assert_allclose(two[:, 1], second, rtol=1e-5, atol=1e-6)
     with pytest.raises(opformer.tasks.artifact.ConfigError, match="autoregressive"):
         model.rollout(traj[:, :2], [step], mode="direct")
+    # unevenly spaced snapshots: one step a snapshot would be labelled with one spacing; refused before training
+    uneven = tmp_path / "uneven.npz"
+    np.savez(uneven, w=np.random.default_rng(0).standard_normal((12, 5, 8, 8)).astype(np.float32),
+             t=np.array([0.0, 0.1, 0.2, 0.5, 0.6]))
+    with pytest.raises(opformer.tasks.artifact.ConfigError, match=r"--history 2 steps from snapshot to snapshot, "
+                                                                  r"which needs evenly spaced snapshot times; these "
+                                                                  r"are spaced 0.1 to 0.3 apart"):
+        get_task("ns").load(DataConfig(keys=["w"]), TrajectoryOptions(history=2, time_key="t"),
+                            {"train": uneven, "test": None})
 
 
 def test_time_conditioning_is_noted_only_where_a_given_none_was_changed(ns_file):
