@@ -130,8 +130,14 @@ def _snapshot_times(path, src, options, n_times: int, key: str, fitting: bool) -
 
 def _checked_times(where, times: np.ndarray, n_times: int, time_key: str) -> np.ndarray:
     """``times`` if they are ``n_times`` increasing values, else a DataError naming ``where`` and ``time_key``."""
-    if times.shape != (n_times,) or np.any(np.diff(times) <= 0):
-        raise DataError(f"{where}: the times {time_key!r} must be {n_times} increasing values, found {times.shape}")
+    if times.shape != (n_times,):
+        raise DataError(f"{where}: the times {time_key!r} must be {n_times} increasing values (one per snapshot), "
+                        f"found an array of shape {times.shape}")
+    bad = np.flatnonzero(np.diff(times) <= 0)
+    if bad.size:
+        i = int(bad[0])
+        raise DataError(f"{where}: the times {time_key!r} must be increasing, found {times[i + 1]:g} (snapshot "
+                        f"{i + 1}) after {times[i]:g} (snapshot {i})")
     return times
 
 
@@ -141,6 +147,23 @@ def _even_step(times) -> Optional[float]:
     if len(steps) and np.allclose(steps, steps[0], rtol=1e-6, atol=0.0) and steps[0] > 0:
         return float(steps[0])
     return None
+
+
+#: the attributes (not fields: no flags, not stored) of a trained model's task options that carry, for reading another
+#: file, its training snapshot times and whether the user named the --time-key of that file
+_TRAINED_TIMES, _TIME_KEY_NAMED = "_trained_times", "_time_key_named"
+
+
+def trained_times(options, times, time_key: Optional[str] = None):
+    """Mark ``options`` (a trained model's task options, modified in place and returned) with the training snapshot
+    ``times``: a file the model is evaluated on that stores no times is then read at those (as its rollouts read
+    one), and a ``time_key`` given (``opformer eval --time-key``) must name the file's times."""
+    if times is not None:
+        setattr(options, _TRAINED_TIMES, [float(t) for t in times])
+    if time_key is not None:
+        options.time_key = time_key
+        setattr(options, _TIME_KEY_NAMED, True)
+    return options
 
 
 def rollout_times(path, src, key: str, n_times: int, options, trained, named: bool = False) -> np.ndarray:
@@ -293,9 +316,15 @@ class TrajectoryTask(Task):
         if n_times < 2:
             raise DataError(f"{train_src.describe()}: key {key!r} holds {n_times} snapshot per trajectory "
                             f"(shape {train_src.shapes[key]}); learning u(t) -> u(t + tau) needs at least 2")
-        times = _checked_times(train_src.describe(),
-                               _snapshot_times(files["train"], train_src, options, n_times, key, normalizers is None),
-                               n_times, options.time_key)
+        trained = getattr(options, _TRAINED_TIMES, None)
+        if normalizers is not None and trained is not None:  # a trained model's evaluation: as its rollouts read files
+            times = rollout_times(files["train"], train_src, key, n_times, options, trained,
+                                  named=getattr(options, _TIME_KEY_NAMED, False))
+        else:
+            times = _checked_times(train_src.describe(),
+                                   _snapshot_times(files["train"], train_src, options, n_times, key,
+                                                   normalizers is None),
+                                   n_times, options.time_key)
         test_times = times  # a separate test file is read at its own times where it stores them
         if test_src is not train_src:
             found = stored_times(files["test"], test_src, key, options.time_key)
@@ -325,7 +354,7 @@ class TrajectoryTask(Task):
             normalizers["input"] = UnitGaussianNormalizer.fit(flat, per_point=False, kind="periodic")
             normalizers["target"] = UnitGaussianNormalizer.fit(flat, per_point=False, kind="periodic")
         allowed = np.arange(n_times) if options.max_time is None else np.flatnonzero(times <= options.max_time + 1e-12)
-        if len(allowed) < 2:
+        if len(allowed) < 2 and set(splits) != {"test"}:  # the test split takes every snapshot
             raise ConfigError(f"--max-time {options.max_time} leaves fewer than two snapshots (times {times[:3]}...)")
         grid = (len(range(0, n, s)),) * self.dim
         coords = grid_coords("periodic", grid)
@@ -365,7 +394,9 @@ class TrajectoryTask(Task):
         """A file without times is read at the training's snapshot spacing (when it was even), not at ``--dt``'s
         default: the lead times of ``opformer eval`` are then those the model was trained on."""
         step = _even_step(info.get("times", []))
-        return options if step is None else dataclasses.replace(options, dt=step)
+        options = dataclasses.replace(options) if step is None else dataclasses.replace(options, dt=step)
+        trained_times(options, info.get("times"))
+        return options
 
     def build_operator(self, model_cfg, normalizers, options) -> Operator:
         from ..models import build_model

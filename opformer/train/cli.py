@@ -65,6 +65,9 @@ def register(sub) -> None:
     e.add_argument("--keys", help="input and target array names, INPUT,TARGET (default: the training keys)")
     e.add_argument("--resolution", type=int, help="evaluation grid, a stride of the stored one (e.g. 2048)")
     e.add_argument("--batch-size", type=int, default=32, help="samples per batch, >= 1 (default 32)")
+    e.add_argument("--time-key", help="time-dependent models: the array or HDF5 attribute of the file's snapshot "
+                                      "times (default: the training's --time-key, or t; a file storing none is read "
+                                      "at the training times)")
     _add_resample(e)
     e.add_argument("--out", help="output directory for metrics.json and plots/predictions.png (default: "
                                  "RUN/eval-GRID, RUN/eval-FILE-GRID with --data, FILE with its extension; "
@@ -390,7 +393,7 @@ def _eval(args: argparse.Namespace) -> int:
     try:
         with _one_line_warnings():
             m = evaluate(args.model, data=args.data, keys=_keys(args.keys), resolution=args.resolution, out=args.out,
-                         batch_size=args.batch_size, resample=args.resample)
+                         batch_size=args.batch_size, resample=args.resample, time_key=args.time_key)
     except _errors() as exc:
         return _fail(exc)
     grid = "x".join(map(str, m["resolution"]))

@@ -1303,10 +1303,12 @@ def distinct_output_folder(out: Path, record: str, source: dict) -> Path:
 
 
 def evaluate(checkpoint, *, data: Optional[str] = None, keys=None, resolution: Optional[int] = None, out=None,
-             batch_size: int = 32, plot_samples: int = 4, resample: str = "auto") -> dict:
+             batch_size: int = 32, plot_samples: int = 4, resample: str = "auto",
+             time_key: Optional[str] = None) -> dict:
     """Test error of a trained model on ``data`` (every sample is a test sample) or, without ``data``, on its run's
     own test split; at the file's resolution or ``resolution``.  Writes metrics.json and a prediction plot.
-    ``resample``: see :func:`opformer.load`."""
+    ``resample``: see :func:`opformer.load`.  ``time_key``: a time-dependent model's data file's array or attribute
+    of snapshot times (default: the training's name, or ``t``; a file without times is read at the training times)."""
     from ..pde.errors import DataError
 
     checkpoint = Path(checkpoint)
@@ -1317,6 +1319,15 @@ def evaluate(checkpoint, *, data: Optional[str] = None, keys=None, resolution: O
         if foreign is not None:
             raise ConfigError(f"out {out} {foreign}: its files would be replaced; give another directory")
     predictor = load(checkpoint, resample=resample)
+    if time_key is not None:
+        if not predictor.time_dependent:
+            raise ConfigError(f"--time-key: the model of task {predictor.task.name} is not time-dependent")
+        if not time_key.strip():
+            raise ConfigError("--time-key needs the name of the file's array or attribute of snapshot times")
+        from ..tasks.trajectories import trained_times
+
+        predictor.options = trained_times(dataclasses.replace(predictor.options),
+                                          predictor.artifact["info"]["times"], time_key)
     started = time.perf_counter()
     try:
         bundle, source = _test_set(predictor, data, keys, resolution)

@@ -339,6 +339,41 @@ def test_eval_on_a_file_without_times_uses_the_training_spacing(tmp_path):
     assert opformer.load(out).options.dt == pytest.approx(0.1)
 
 
+def test_eval_reads_a_file_as_rollout_does_uneven_times_and_its_own_time_key(tmp_path, capsys):
+    """Trained on unevenly spaced snapshots (no single --dt): a file without times is evaluated at the training
+    times (it was taken 1 apart), a file whose times have another name takes eval --time-key, and the training's
+    --max-time does not refuse an evaluation (the test split takes every snapshot)."""
+    q = np.random.default_rng(5).standard_normal((6, 4, 16))
+    times = np.array([0.0, 0.1, 0.3, 0.4])
+    np.savez(tmp_path / "with.npz", q=q, time=times)
+    np.savez(tmp_path / "without.npz", q=q)
+    np.savez(tmp_path / "renamed.npz", q=q, time_s=times)
+    out = tmp_path / "run"
+    assert main(["train", "burgers-traj-fno", "--data", str(tmp_path / "with.npz"), "--keys", "q", "--time-key",
+                 "time", "--max-time", "0.3", "--n-test", "1", "--n-val", "1", "--epochs", "1", "--out", str(out),
+                 "--no-progress"]) == 0
+    capsys.readouterr()
+    errors = []
+    for name, extra in (("with.npz", []), ("without.npz", []), ("renamed.npz", ["--time-key", "time_s"])):
+        assert main(["eval", str(out), "--data", str(tmp_path / name), "--out", str(tmp_path / f"e-{name}"),
+                     *extra]) == 0
+        errors.append(json.loads((tmp_path / f"e-{name}" / "metrics.json").read_text())["test_rel_l2"])
+    assert errors[1] == pytest.approx(errors[0], rel=1e-6) and errors[2] == pytest.approx(errors[0], rel=1e-6)
+    capsys.readouterr()
+    # a --time-key naming nothing in the file, and one given to a model that is not time-dependent
+    assert main(["eval", str(out), "--data", str(tmp_path / "renamed.npz"), "--time-key", "tim",
+                 "--out", str(tmp_path / "e-bad")]) == 2
+    assert "no array or HDF5 attribute 'tim' (--time-key) holds the snapshot times" in capsys.readouterr().err
+    assert main(["eval", "burgers-ft", "--data", str(tmp_path / "with.npz"), "--time-key", "time",
+                 "--out", str(tmp_path / "e-burgers")]) == 2
+    assert "--time-key: the model of task burgers is not time-dependent" in capsys.readouterr().err
+    # times out of order: where, not the array's shape
+    np.savez(tmp_path / "order.npz", q=q, time=np.array([0.0, 0.3, 0.1, 0.4]))
+    assert main(["eval", str(out), "--data", str(tmp_path / "order.npz"), "--out", str(tmp_path / "e-order")]) == 2
+    assert "the times 'time' must be increasing, found 0.1 (snapshot 2) after 0.3 (snapshot 1)" in \
+        capsys.readouterr().err
+
+
 def test_rollout_on_another_grid_warns_in_one_line_and_takes_resample(tmp_path, capsys):
     """A grid-bound model (scOT) trained on 16 x 16 rolled out on 32 x 32: the note that it runs on its training
     grid is one 'opformer: warning:' line, and --resample never runs it on the data's grid, as eval and predict."""
