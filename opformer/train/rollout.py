@@ -131,7 +131,8 @@ def rollout_file(model, *, data, mode="direct", step: Optional[float] = None, ti
     if n < 1 or not 0 <= show < n:
         raise ConfigError(f"--show {show} must be one of the {n} trajectories used")
     traj = src.read(key, indices)
-    if traj.ndim == predictor.task.dim + 3:
+    channel = traj.ndim == predictor.task.dim + 3  # (samples, times, *grid, 1): the predictions are written so too
+    if channel:
         traj = traj[..., 0]
     file_times = rollout_times(data, src, key, traj.shape[1], options, info["times"], named=time_key is not None)
     rel = file_times - file_times[0]
@@ -166,7 +167,8 @@ def rollout_file(model, *, data, mode="direct", step: Optional[float] = None, ti
                                      "rollout.json", {"data_path": str(Path(data).resolve()), "key": key})
     (out / "plots").mkdir(parents=True, exist_ok=True)
     with replacing(out / "predictions.npz", "wb") as fh:  # the predicted fields, for the user's own analysis
-        np.savez(fh, prediction=np.asarray(pred, dtype=np.float32), times=np.asarray(want, dtype=np.float64),
+        layout = np.asarray(pred, dtype=np.float32)
+        np.savez(fh, prediction=layout[..., None] if channel else layout, times=np.asarray(want, dtype=np.float64),
                  trajectories=np.asarray(indices, dtype=np.int64))
     metrics = {"model": str(model), "data": str(data), "data_path": str(Path(data).resolve()), "key": key,
                "trajectories": which, "mode": mode,

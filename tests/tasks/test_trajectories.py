@@ -313,13 +313,19 @@ def test_rollout_covers_every_snapshot_of_a_longer_file_with_or_without_times(tm
     out = tmp_path / "run"
     assert main(["train", "burgers-traj-fno", "--data", str(tmp_path / "train.npz"), "--keys", "q", "--time-key",
                  "time", "--n-test", "1", "--n-val", "1", "--epochs", "1", "--out", str(out), "--no-progress"]) == 0
-    for name in ("long.npz", "long_no_times.npz"):
+    np.savez(tmp_path / "long_channel.npz", q=long[..., None], time=0.1 * np.arange(11))
+    for name in ("long.npz", "long_no_times.npz", "long_channel.npz"):
         ro = tmp_path / f"ro-{name}"
         assert main(["rollout", str(out), "--data", str(tmp_path / name), "--mode", "autoregressive",
                      "--out", str(ro)]) == 0
         r = json.loads((ro / "rollout.json").read_text())
         np.testing.assert_allclose(r["times"], 0.1 * np.arange(1, 11), rtol=1e-9)
         assert all(e is not None for e in r["rel_l2"]) and r["mean_rel_l2_beyond_horizon"] is not None
+    # predictions.npz in the file's layout: with its channel axis where the file has one
+    with np.load(tmp_path / "ro-long.npz" / "predictions.npz") as a, \
+            np.load(tmp_path / "ro-long_channel.npz" / "predictions.npz") as b:
+        assert a["prediction"].shape == (3, 10, 16) and b["prediction"].shape == (3, 10, 16, 1)
+        np.testing.assert_array_equal(b["prediction"][..., 0], a["prediction"])
 
 
 def test_eval_on_a_file_without_times_uses_the_training_spacing(tmp_path):
