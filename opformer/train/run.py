@@ -1017,6 +1017,12 @@ def _fit(run, bundle, operator, artifact, notes, out: Path, ckpt_path, resume: b
             started.wrote_config = True
     kept = _keep_csv_history(out / "logs") if ckpt_path is not None and _is_rank_zero() else None
     dm = _DataModule(bundle.datasets, t)
+    n_train, world = len(bundle.datasets["train"]), trainer.world_size
+    if world > 1 and n_train % world and _is_rank_zero():
+        left = n_train % world
+        print(f"note: the {n_train} training samples are not a multiple of the {world} processes: each epoch leaves "
+              f"out the last {left} sample{'s' if left > 1 else ''} of its shuffled order (others each epoch), which "
+              "one process would train on")
     try:
         check_stop()  # a stop requested while the data loaded, its exception lost
         with _lightning_refusals():
