@@ -246,14 +246,18 @@ def _training_hint(path, arrays) -> str:
     """The flags that train on a user's file: ``--keys INPUT,TARGET`` for the (input, target) tasks, or, for
     trajectories (samples, times, *grid[, 1]), the time-dependent tasks' ``--keys KEY --time-key NAME`` (a
     time-like array or HDF5 attribute as long as the array's second axis), ``--dt`` when the file stores no times."""
+    import shlex
+
     shapes = {key: shape for key, shape, _ in arrays}
-    times = [(key, shape[0], None) for key, shape in shapes.items()
-             if len(shape) == 1 and key.rsplit("/", 1)[-1].lower() in _TIME_NAMES]
-    times += _time_attributes(path)
     fields = [key for key, shape in shapes.items() if len(shape) >= 3]
+    # 1-D arrays as long as a field's second axis: the snapshot times, those of a time-like name first
+    times = sorted(((key, shape[0], None) for key, shape in shapes.items() if len(shape) == 1
+                    and (key.rsplit("/", 1)[-1].lower() in _TIME_NAMES or any(shapes[f][1] == shape[0] for f in fields))),
+                   key=lambda item: item[0].rsplit("/", 1)[-1].lower() not in _TIME_NAMES)
+    times += _time_attributes(path)
     timed = [(key, t) for key in fields for t, n, owner in times if shapes[key][1] == n and owner in (None, key)]
     if timed:
-        key, time_flag, prefix = timed[0][0], f" --time-key {timed[0][1]}", ""
+        key, time_flag, prefix = timed[0][0], f" --time-key {shlex.quote(timed[0][1])}", ""
     elif len(shapes) == 1 and fields:  # one array cannot be an (input, target) pair
         key, time_flag, prefix = fields[0], " --dt STEP", "if these are "
     else:
@@ -262,7 +266,10 @@ def _training_hint(path, arrays) -> str:
     if len(grid) > 1 and grid[-1] == 1:
         grid = grid[:-1]
     tasks = {1: "1D trajectories: train burgers-traj-*", 2: "2D trajectories: train ns-* or shear-layer-*"}
-    return f"{prefix}{tasks.get(len(grid), 'trajectories: train a time-dependent task')} with --keys {key}{time_flag}"
+    square = ("" if len(grid) != 2 or grid[0] == grid[1] else
+              f"; they take square grids, this file's are {grid[0]}x{grid[1]}: resample it to a square grid first")
+    return (f"{prefix}{tasks.get(len(grid), 'trajectories: train a time-dependent task')} with --keys "
+            f"{shlex.quote(key)}{time_flag}{square}")
 
 
 def _run_info(args) -> int:

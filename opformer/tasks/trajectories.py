@@ -175,19 +175,16 @@ def rollout_times(path, src, key: str, n_times: int, options, trained, named: bo
         if named:
             raise DataError(f"{path}: no array or HDF5 attribute {options.time_key!r} (--time-key) holds the snapshot "
                             "times")
+        trained = np.asarray(trained, dtype=np.float64)
+        step = _even_step(trained)
+        if n_times > len(trained) and step is None:  # refused before any note that the training times are taken
+            raise DataError(f"{path}: {n_times} snapshots and no times ({options.time_key!r}, --time-key); the model "
+                            f"was trained on {len(trained)} unevenly spaced times, so the later ones are unknown: "
+                            f"store the times in the file{time_array_hint(path, key, n_times)}")
         warnings.warn(f"{path} stores no snapshot times (no array or attribute {options.time_key!r}, --time-key): its "
                       f"snapshots are taken at the training times{time_array_hint(path, key, n_times)}",
                       OpformerWarning, stacklevel=3)
-        trained = np.asarray(trained, dtype=np.float64)
-        step = _even_step(trained)
-        if n_times <= len(trained):
-            times = trained[:n_times]
-        elif step is not None:
-            times = trained[0] + step * np.arange(n_times)
-        else:
-            raise DataError(f"{path}: {n_times} snapshots and no times ({options.time_key!r}); the model was trained "
-                            f"on {len(trained)} unevenly spaced times, so the later ones are unknown: store the "
-                            f"times in the file")
+        times = trained[:n_times] if n_times <= len(trained) else trained[0] + step * np.arange(n_times)
     return _checked_times(path, times, n_times, options.time_key)
 
 
@@ -307,8 +304,10 @@ class TrajectoryTask(Task):
             shape = shape[:-1]
         if len(train_src.shapes[key]) < 3 or len(shape) != self.dim or (self.dim == 2 and shape[0] != shape[1]):
             g = ", ".join(["n"] * self.dim)
+            square = (f" (a {shape[0]}x{shape[1]} grid: task {self.name} takes square grids)"
+                      if self.dim == 2 and len(shape) == 2 and len(train_src.shapes[key]) >= 3 else "")
             raise DataError(f"{train_src.describe()}: key {key!r} expected trajectories (samples, times, {g}) or "
-                            f"(samples, times, {g}, 1), found {train_src.shapes[key]}")
+                            f"(samples, times, {g}, 1), found {train_src.shapes[key]}{square}")
         if test_src is not train_src and test_src.shapes[key][1:] != train_src.shapes[key][1:]:
             raise DataError(f"{test_src.describe()}: key {key!r} shape {test_src.shapes[key]} differs from the "
                             f"training file's {train_src.shapes[key]}")

@@ -373,6 +373,13 @@ def test_eval_reads_a_file_as_rollout_does_uneven_times_and_its_own_time_key(tmp
     assert main(["eval", "burgers-ft", "--data", str(tmp_path / "with.npz"), "--time-key", "time",
                  "--out", str(tmp_path / "e-burgers")]) == 2
     assert "--time-key: the model of task burgers is not time-dependent" in capsys.readouterr().err
+    # more snapshots than the uneven training times and none stored: the later times are unknown, refused
+    np.savez(tmp_path / "longer.npz", q=np.concatenate((q, q[:, :2]), axis=1))
+    for command in ("eval", "rollout"):
+        assert main([command, str(out), "--data", str(tmp_path / "longer.npz"), "--out",
+                     str(tmp_path / f"{command}-longer")]) == 2
+        assert ("longer.npz: 6 snapshots and no times ('time', --time-key); the model was trained on 4 unevenly spaced "
+                "times, so the later ones are unknown: store the times in the file") in capsys.readouterr().err
     # times out of order: where, not the array's shape
     np.savez(tmp_path / "order.npz", q=q, time=np.array([0.0, 0.3, 0.1, 0.4]))
     assert main(["eval", str(out), "--data", str(tmp_path / "order.npz"), "--out", str(tmp_path / "e-order")]) == 2
