@@ -1007,6 +1007,11 @@ def _fit(run, bundle, operator, artifact, notes, out: Path, ckpt_path, resume: b
     if _is_rank_zero():
         if (overwrite and not resume) or (ckpt_path is None and _never_checkpointed(out)):
             held = _set_aside_run(out)
+            stale = sorted(p.name for p in out.iterdir() if p.is_dir() and p.name.startswith(("eval-", "rollout-"))
+                           and ((p / "metrics.json").exists() or (p / "rollout.json").exists()))
+            if held is not None and stale:  # results of the replaced model: the user's to keep or delete
+                print(f"note: {out} keeps {', '.join(stale[:4])}{' ...' if len(stale) > 4 else ''}: the evaluations "
+                      "of the model being replaced (delete them, or run them again on the new one)")
             if started is not None:
                 started.held = held
             elif held is not None:

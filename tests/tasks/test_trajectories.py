@@ -373,6 +373,17 @@ def test_eval_reads_a_file_as_rollout_does_uneven_times_and_its_own_time_key(tmp
     assert main(["eval", "burgers-ft", "--data", str(tmp_path / "with.npz"), "--time-key", "time",
                  "--out", str(tmp_path / "e-burgers")]) == 2
     assert "--time-key: the model of task burgers is not time-dependent" in capsys.readouterr().err
+    # autoregressive steps on uneven training times: the smallest spacing, said
+    with warnings.catch_warnings():  # this module ignores UserWarnings
+        warnings.simplefilter("always", opformer.OpformerWarning)
+        assert main(["rollout", str(out), "--data", str(tmp_path / "with.npz"), "--mode", "autoregressive",
+                     "--out", str(tmp_path / "ro-with")]) == 0
+        assert main(["eval", str(out), "--data", str(tmp_path / "without.npz"), "--out", str(tmp_path / "e-again")]) == 0
+    err = capsys.readouterr().err
+    assert "without.npz stores no snapshot times (no array or attribute 'time', --time-key): its snapshots are " \
+           "taken at the training times" in err
+    assert ("the training snapshots are unevenly spaced: the autoregressive steps are 0.1, the smallest spacing "
+            "(--step sets another)") in err
     # more snapshots than the uneven training times and none stored: the later times are unknown, refused
     np.savez(tmp_path / "longer.npz", q=np.concatenate((q, q[:, :2]), axis=1))
     for command in ("eval", "rollout"):

@@ -252,8 +252,13 @@ def test_a_failed_overwrite_or_resume_start_keeps_the_run(tmp_path, monkeypatch,
     assert tree(out) == kept
     m = train(_cfg(cfg_path), out, progress=False, resume=True)
     assert m["epochs"] == 3
+    assert main(["eval", str(out)]) == 0  # writes out/eval-64
+    capsys.readouterr()
     again = train(_cfg(cfg_path), out, progress=False, overwrite=True)  # a replacing run leaves no old files aside
     assert again["epochs"] == 3 and not list(out.glob(".replaced-run*"))
+    # the replaced model's evaluation stays (it is the user's result), with a note that it describes that model
+    assert (out / "eval-64" / "metrics.json").exists()
+    assert f"note: {out} keeps eval-64: the evaluations of the model being replaced" in capsys.readouterr().out
 
 
 def test_resume_takes_other_plot_and_checkpoint_settings(tmp_path, monkeypatch):
