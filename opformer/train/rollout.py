@@ -62,10 +62,14 @@ def _run(args) -> int:
         return _fail(exc)
     known = [(t, e) for t, e in zip(m["times"], m["rel_l2"]) if e is not None]
     if known:
-        print(f"{m['mode']} rollout of {_count(m['n'], 'trajectory', 'trajectories')} ({m['trajectories']}): mean relative L2 over time {m['mean_rel_l2']:.4e}, "
-              f"at t = {known[-1][0]:g}: {known[-1][1]:.4e}")
+        unscored = len(m["times"]) - len(known)
+        beyond = (f"; {unscored} of the {len(m['times'])} times have no truth in the file (predictions only)"
+                  if unscored else "")
+        print(f"{m['mode']} rollout of {_count(m['n'], 'trajectory', 'trajectories')} ({m['trajectories']}): mean "
+              f"relative L2 over time {m['mean_rel_l2']:.4e}, at t = {known[-1][0]:g}: {known[-1][1]:.4e}{beyond}")
     else:
-        print(f"{m['mode']} rollout of {_count(m['n'], 'trajectory', 'trajectories')} at times the file does not store: predictions only")
+        print(f"{m['mode']} rollout of {_count(m['n'], 'trajectory', 'trajectories')} at times the file does not "
+              "store: predictions only")
     print(f"wrote {m['out']}/rollout.json, rollout.csv, predictions.npz and plots/ (error_vs_time.png, snapshots.png, "
           "trajectory.gif)")
     return 0

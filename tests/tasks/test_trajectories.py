@@ -61,7 +61,7 @@ def test_max_time_keeps_later_snapshots_for_testing_only(ns_file):
     assert float(b.datasets["test"].tensors("lead_time").max()) == pytest.approx(2.0)
 
 
-def test_tiny_navier_stokes_trains_and_rolls_out_through_the_cli(ns_file, tmp_path):
+def test_tiny_navier_stokes_trains_and_rolls_out_through_the_cli(ns_file, tmp_path, capsys):
     out = tmp_path / "run"
     assert main(["train", "ns-fno", "--data", str(ns_file), "--n-test", "4", "--n-val", "2", "--epochs", "2",
                  "--width", "8", "--out", str(out), "--no-progress"]) == 0
@@ -77,6 +77,9 @@ def test_tiny_navier_stokes_trains_and_rolls_out_through_the_cli(ns_file, tmp_pa
         assert r["trajectories"] == "the run's test trajectories" and r["n"] == 3  # never a training trajectory
         for name in ("error_vs_time.png", "snapshots.png", "trajectory.gif"):
             assert (tmp_path / mode / "plots" / name).stat().st_size > 0
+        # the summary line scores the last time with a truth, and says that one time has none
+        printed = capsys.readouterr().out
+        assert "at t = 2: " in printed and "; 1 of the 4 times have no truth in the file (predictions only)" in printed
     model = opformer.load(ck)
     u0 = np.asarray(model.task.load(DataConfig(n_test=4, n_val=2), model.options,
                                     {"train": ns_file, "test": None}, splits=("test",)).datasets["test"].traj[:2, 0])
