@@ -257,7 +257,8 @@ def _plots(folder: Path, predictor, times, errors, horizon, mode, truth, pred, t
             true_k = truth[truth_idx[k]]
             if two_d:
                 lim = float(np.abs(true_k).max()) or 1.0
-                panels = [(truth[0], "u(t_0)", "RdBu_r", lim), (true_k, f"truth t={times[k]:g}", "RdBu_r", lim),
+                lim0 = float(np.abs(truth[0]).max()) or 1.0  # the initial state on its own scale (decay, growth)
+                panels = [(truth[0], "u(t_0)", "RdBu_r", lim0), (true_k, f"truth t={times[k]:g}", "RdBu_r", lim),
                           (pred[k], f"prediction ({mode})", "RdBu_r", lim),
                           (pred[k] - true_k, "error", "RdBu_r", float(np.abs(pred[k] - true_k).max()) or 1.0)]
                 for ax, (img, title, cmap, v) in zip(axes[row], panels):
