@@ -10,8 +10,16 @@ import sys
 from . import __version__
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse's errors in one line (a bad flag value, a missing argument) that points to ``--help``, instead of the
+    usage block followed by the error; sub-command parsers inherit it."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (`{self.prog} --help` lists the options)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _OneLineParser(
         prog="opformer",
         description="Attention-based operator learning for PDEs (Fourier/Galerkin Transformers, FNO).",
     )

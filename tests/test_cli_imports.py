@@ -33,3 +33,21 @@ def test_bench_package_names_still_resolve():
         assert getattr(bench, name) is not None
     with pytest.raises(AttributeError):
         bench.no_such_name  # noqa: B018
+
+
+def test_argument_errors_are_one_line_pointing_to_help(capsys):
+    """A bad flag value or a missing argument: one line naming the command, not argparse's usage block."""
+    from opformer.cli import main
+
+    for argv, line in ((["rollout", "m", "--data", "d", "--mode", "jump"],
+                        "opformer rollout: error: argument --mode: invalid choice: 'jump' (choose from 'direct', "
+                        "'autoregressive', 'mixed') (`opformer rollout --help` lists the options)"),
+                       (["data", "darcy", "--samples", "x"],
+                        "opformer data darcy: error: argument --samples: invalid int value: 'x' (`opformer data darcy "
+                        "--help` lists the options)"),
+                       (["eval", "m", "--nope"],
+                        "opformer: error: unrecognized arguments: --nope (`opformer --help` lists the options)")):
+        with pytest.raises(SystemExit) as exit_:
+            main(argv)
+        assert exit_.value.code == 2
+        assert capsys.readouterr().err == line + "\n"
