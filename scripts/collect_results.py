@@ -80,6 +80,13 @@ def compare(root_a: str, root_b: str) -> int:
 
 def main(argv=None) -> int:
     roots = (argv if argv is not None else sys.argv[1:]) or ["runs"]
+    if roots[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0
+    unknown = [r for r in roots if r.startswith("-") and r not in ("--compare", "--spread", "--by-name")]
+    if unknown:
+        print(f"error: unknown option {unknown[0]} (--help shows the usage)", file=sys.stderr)
+        return 2
     if roots and roots[0] == "--compare":
         if len(roots) != 3:
             print("error: --compare takes two directories: --compare A B", file=sys.stderr)

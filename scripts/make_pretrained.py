@@ -53,7 +53,13 @@ def main(argv=None) -> int:
     p.add_argument("--not-the-test-set", action="store_true",
                    help="the check samples are not the run's test samples: skip the agreement check")
     p.add_argument("--workers", type=int, default=1)
+    p.add_argument("--replace", action="store_true",
+                   help="replace a bundled model of that name (opformer/pretrained/NAME), else refused")
     a = p.parse_args(argv)
+    if (PRETRAINED_DIR / a.name).exists() and not a.replace:
+        print(f"make_pretrained: error: {PRETRAINED_DIR / a.name} exists (a bundled model of that name); pass "
+              "--replace to replace it, or choose another name", file=sys.stderr)
+        return 2
 
     ckpt = a.run_dir / "checkpoints" / "best.ckpt"
     metrics = json.loads((a.run_dir / "metrics.json").read_text())

@@ -208,3 +208,13 @@ def test_inputs_beyond_float32_are_refused_and_nonfinite_predictions_warned(one_
         warnings.simplefilter("error", RuntimeWarning)
         h = t.numpy().astype(np.float16)
         np.testing.assert_array_equal(model.predict(h), model.predict(h.astype(np.float32)))
+
+
+def test_a_bundled_model_without_data_refuses_the_options_it_would_ignore(tmp_path, capsys):
+    """Without --data a bundled model's recorded test samples are scored and nothing is written: --out, --resolution
+    and the like would be ignored, so they are refused in one line (before any sample is generated)."""
+    assert main(["eval", "burgers-ft", "--resolution", "2048", "--out", str(tmp_path / "e")]) == 2
+    assert capsys.readouterr().err == ("opformer: error: burgers-ft without --data checks its recorded test samples at "
+                                       "their recorded grid and writes nothing, so it takes no --out, --resolution: "
+                                       "give --data FILE to evaluate with them\n")
+    assert not (tmp_path / "e").exists()

@@ -33,8 +33,8 @@ def register(sub) -> None:
         add_help=False,
         allow_abbrev=False,
         description=(
-            "Train PRESET (a name from `opformer train --list` or a YAML file). Any config field can be set with "
-            "--FIELD VALUE (--lr 5e-4, --n-train 200, --modes 8); `opformer train PRESET --help` lists them all "
+            "Train PRESET (a preset or task name from `opformer train --list`, or a YAML file). Any config field can "
+            "be set with --FIELD VALUE (--lr 5e-4, --n-train 200, --modes 8); `opformer train PRESET --help` lists them all "
             "with their values."
         ),
     )
@@ -71,7 +71,7 @@ def register(sub) -> None:
     _add_resample(e)
     e.add_argument("--out", help="output directory for metrics.json and plots/predictions.png (default: "
                                  "RUN/eval-GRID, RUN/eval-FILE-GRID with --data, FILE with its extension; "
-                                 "./eval-NAME-[FILE-]GRID for a bundled model; -resample-RESAMPLE added unless "
+                                 "./eval-NAME-FILE-GRID for a bundled model with --data; -resample-RESAMPLE added unless "
                                  "auto; -2, -3, ... added where the default holds the eval of another file of the "
                                  "same name or of other keys); a previous eval's output there is replaced, a "
                                  "directory holding a training run or another metrics.json is refused")
@@ -202,7 +202,12 @@ def _train(args: argparse.Namespace) -> int:
     from .config import apply_overrides, field_table, list_presets, load_preset, resolve
 
     if args.list:
+        from ..tasks import get_task, list_tasks
+
         print("presets:\n  " + "\n  ".join(list_presets()))
+        tasks = [f"{name} (= {name}-{next(iter(get_task(name).models))})" for name in list_tasks()
+                 if get_task(name).models]
+        print("tasks (a task's name trains its first model; --model picks another):\n  " + "\n  ".join(tasks))
         return 0
     if not args.preset:
         args.parser.print_help()
@@ -267,12 +272,13 @@ def _train(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGTERM, previous)
         clear_stop()
     if metrics.get("plots") is not None:
+        use = "opformer.load / opformer rollout" if "trajectories" in metrics else "opformer.load / opformer predict"
         print(
             f"\n{run.name}: test relative L2 = {metrics['test_rel_l2']:.4e} "
             f"(validation {metrics['val_rel_l2']:.4e}, {metrics['epochs']} epoch{'' if metrics['epochs'] == 1 else 's'}, "
             f"{metrics['seconds']:.0f} s, "
             f"{metrics['parameters']:,} parameters)\n"
-            f"model:   {out}/{metrics['best_checkpoint']}   (opformer.load / opformer predict)\n"
+            f"model:   {out}/{metrics['best_checkpoint']}   ({use})\n"
             f"metrics: {out}/metrics.json\nplots:   " + "\n         ".join(f"{out}/{p}" for p in metrics["plots"])
         )
     return 0
@@ -382,6 +388,12 @@ def _eval(args: argparse.Namespace) -> int:
 
     if args.data is None and not Path(args.model).exists() and pretrained_path(args.model) is not None:
         # a bundled model without --data: its recorded test samples, regenerated from their recipe
+        given = [name for name, value in (("--out", args.out), ("--resolution", args.resolution),
+                                          ("--keys", args.keys), ("--time-key", args.time_key)) if value is not None]
+        given += ["--batch-size"] * (args.batch_size != 32) + ["--resample"] * (args.resample != "auto")
+        if given:
+            return _fail(f"{args.model} without --data checks its recorded test samples at their recorded grid and "
+                         f"writes nothing, so it takes no {', '.join(given)}: give --data FILE to evaluate with them")
         check = pretrained_card(args.model)["check"]
         try:
             err = check_error(args.model, workers=None)

@@ -65,6 +65,7 @@ def test_tiny_navier_stokes_trains_and_rolls_out_through_the_cli(ns_file, tmp_pa
     out = tmp_path / "run"
     assert main(["train", "ns-fno", "--data", str(ns_file), "--n-test", "4", "--n-val", "2", "--epochs", "2",
                  "--width", "8", "--out", str(out), "--no-progress"]) == 0
+    assert "(opformer.load / opformer rollout)" in capsys.readouterr().out  # predict refuses such a model
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["task"] == "ns" and np.isfinite(metrics["test_rel_l2"])
     assert metrics["trajectories"] == {"train": 14, "val": 2, "test": 4}  # the splits count trajectories

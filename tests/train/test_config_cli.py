@@ -18,7 +18,12 @@ def _listed(capsys) -> list[str]:
     assert main(["train", "--list"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "presets:"
-    return [line.strip() for line in lines[1:] if line.strip()]
+    end = next(i for i, line in enumerate(lines) if line.startswith("tasks"))
+    # then the tasks, each with the preset its bare name trains (as load_preset resolves it)
+    for line in lines[end + 1:]:
+        task, preset = line.strip().rstrip(")").split(" (= ")
+        assert load_preset(task)["model"] == load_preset(preset)["model"] and load_preset(task)["task"] == task
+    return [line.strip() for line in lines[1:end] if line.strip()]
 
 
 # --- presets ------------------------------------------------------------------------------------------------------------
