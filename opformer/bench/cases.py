@@ -59,6 +59,9 @@ GRID_MODELS = {
     "scot-base": {"name": "scot", "size": "base"},
     "vit": {"name": "vit"},
     "vit-galerkin": {"name": "vit", "kind": "galerkin"},
+    "vit-gt": {"name": "vit", "kind": "galerkin"},  # the names `opformer train --model` uses
+    "vit-ft": {"name": "vit", "kind": "fourier"},
+    "scot-galerkin": {"name": "scot", "galerkin": True},
     "unet": {"name": "unet"},
     "deeponet": {"name": "deeponet"},
     "cno": {"name": "cno"},

@@ -359,8 +359,9 @@ def register(subparsers) -> argparse.ArgumentParser:
     m = sub.add_parser("model", help="a whole model from a named preset (e.g. burgers-gt at n = 8192, batch 4)")
     m.add_argument("preset", nargs="+",
                    help="names of opformer.models presets (e.g. burgers-gt burgers-lt; n = points per dimension) or "
-                        "2D models with their default configs: scot scot-small scot-base vit vit-galerkin unet "
-                        "deeponet cno (n = number of points, a perfect square: a side x side grid)")
+                        "2D models with their default configs: scot scot-small scot-base scot-galerkin vit vit-gt "
+                        "(= vit-galerkin) vit-ft unet deeponet cno (n = number of points, a perfect square: a side x "
+                        "side grid)")
     m.add_argument("--n", nargs="+", type=int, default=None,
                    help="resolutions: points per dimension for the paper presets (default 8192), number of grid "
                         "points side^2 for the 2D models (default 16384 = 128^2)")

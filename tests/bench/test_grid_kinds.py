@@ -138,8 +138,9 @@ def test_cli_runs_the_new_kinds_and_prints_slopes(tmp_path, capsys):
     assert slopes["softmax"]["flops_fwd_bwd"] > 1.5 and slopes["window (M 4)"]["flops_fwd_bwd"] < 1.1
 
 
-@pytest.mark.parametrize("name", ["scot", "vit", "unet", "deeponet", "cno"])
+@pytest.mark.parametrize("name", ["scot", "vit", "unet", "deeponet", "cno", "vit-gt", "vit-ft", "scot-galerkin"])
 def test_bench_model_runs_the_2d_models(name, machine):
+    """Every 2D model by name, also under the names `opformer train --model` uses for the attention variants."""
     assert name in GRID_MODELS
     (rec,) = bench_model(name, [256], batch=1, repeats=1, isolate=False, machine=machine)
     assert rec["status"] == "ok", rec["note"]
