@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         parser = build_parser()
         args, extra = parser.parse_known_args(argv)
         if extra and not getattr(args, "accepts_extra", False):
-            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+            _command_parser(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
         args.extra = extra
         return int(args.func(args) or 0)
     except BrokenPipeError:
@@ -46,6 +46,16 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl-C while starting (importing torch), before a command handles it itself
         print("opformer: interrupted", file=sys.stderr)
         return 130
+
+
+def _command_parser(parser: argparse.ArgumentParser, args) -> argparse.ArgumentParser:
+    """The parser of the sub-command (and sub-sub-command) that ``args`` ran, so that its errors name it."""
+    while True:
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        name = getattr(args, subs[0].dest, None) if subs else None
+        if name is None or name not in subs[0].choices:
+            return parser
+        parser = subs[0].choices[name]
 
 
 def closed_pipe_status() -> int:

@@ -46,7 +46,11 @@ def test_argument_errors_are_one_line_pointing_to_help(capsys):
                         "opformer data darcy: error: argument --samples: invalid int value: 'x' (`opformer data darcy "
                         "--help` lists the options)"),
                        (["eval", "m", "--nope"],
-                        "opformer: error: unrecognized arguments: --nope (`opformer --help` lists the options)")):
+                        "opformer eval: error: unrecognized arguments: --nope (`opformer eval --help` lists the "
+                        "options)"),
+                       (["data", "info", "f.h5", "--nope"],
+                        "opformer data info: error: unrecognized arguments: --nope (`opformer data info --help` "
+                        "lists the options)")):
         with pytest.raises(SystemExit) as exit_:
             main(argv)
         assert exit_.value.code == 2
