@@ -220,8 +220,8 @@ _TIME_NAMES = ("t", "time", "times")
 
 
 def _time_attributes(path) -> list[tuple[str, int, str | None]]:
-    """``(name, length, dataset)`` of the time-like HDF5 attributes that ``--time-key`` can name: of the file
-    (dataset None) or of one dataset; ``[]`` for other files."""
+    """``(name, length, owner)`` of the time-like HDF5 attributes that ``--time-key`` can name: of the file (owner
+    None), of one dataset or of a group (for the datasets below it); ``[]`` for other files."""
     if Path(path).suffix.lower() not in (".h5", ".hdf5", ".hdf"):
         return []
     import h5py
@@ -236,7 +236,7 @@ def _time_attributes(path) -> list[tuple[str, int, str | None]]:
     try:
         with h5py.File(path, "r") as h5:
             visit(None, h5)
-            h5.visititems(lambda name, obj: visit(name, obj) if isinstance(obj, h5py.Dataset) else None)
+            h5.visititems(visit)  # datasets' attributes and groups' (for the datasets below them)
     except OSError:
         pass
     return found
@@ -255,7 +255,8 @@ def _training_hint(path, arrays) -> str:
                     and (key.rsplit("/", 1)[-1].lower() in _TIME_NAMES or any(shapes[f][1] == shape[0] for f in fields))),
                    key=lambda item: item[0].rsplit("/", 1)[-1].lower() not in _TIME_NAMES)
     times += _time_attributes(path)
-    timed = [(key, t) for key in fields for t, n, owner in times if shapes[key][1] == n and owner in (None, key)]
+    timed = [(key, t) for key in fields for t, n, owner in times
+             if shapes[key][1] == n and (owner in (None, key) or key.startswith(f"{owner}/"))]
     if timed:
         key, time_flag, prefix = timed[0][0], f" --time-key {shlex.quote(timed[0][1])}", ""
     elif len(shapes) == 1 and fields:  # one array cannot be an (input, target) pair

@@ -52,8 +52,9 @@ class TrajectoryOptions:
 
 
 def stored_times(path, src, key: str, time_key: str) -> Optional[np.ndarray]:
-    """The snapshot times a file stores, or None: the array ``time_key``, an HDF5 attribute ``time_key`` of the file
-    or of the trajectory dataset ``key``, else an opformer file's ``t``."""
+    """The snapshot times a file stores, or None: the array ``time_key``, an HDF5 attribute ``time_key`` of the
+    trajectory dataset ``key``, of a group holding it or of the file, an array ``time_key`` in a group holding it,
+    else an opformer file's ``t``."""
     if time_key == "t" and "t" in src.coords:
         return np.asarray(src.coords["t"], dtype=np.float64).reshape(-1)
     try:
@@ -68,9 +69,16 @@ def stored_times(path, src, key: str, time_key: str) -> Optional[np.ndarray]:
         import h5py
 
         with h5py.File(path, "r") as h5:
-            for obj in (h5, h5.get(key)):
+            # the trajectory dataset's attribute, then its groups' from the nearest up (an array of that name beside
+            # the dataset in a group too), then the file's
+            parts = key.strip("/").split("/")
+            groups = ["/".join(parts[:i]) for i in range(len(parts) - 1, 0, -1)]
+            for obj in (h5.get(key), *(h5.get(g) for g in groups), h5):
                 if obj is not None and time_key in obj.attrs:
                     return _one_time_axis(obj.attrs[time_key], path, time_key)
+                if obj is not None and obj is not h5 and isinstance(obj, h5py.Group) and "/" not in time_key \
+                        and isinstance(obj.get(time_key), h5py.Dataset):
+                    return _one_time_axis(obj[time_key][()], path, f"{obj.name.strip('/')}/{time_key}")
     if "t" in src.coords:
         return np.asarray(src.coords["t"], dtype=np.float64).reshape(-1)
     return None

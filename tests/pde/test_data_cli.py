@@ -89,10 +89,14 @@ def test_info_suggests_the_flags_of_the_files_kind(tmp_path, capsys):
     with h5py.File(tmp_path / "traj.h5", "w") as h5:
         h5.create_dataset("sim/vort", data=np.zeros((4, 6, 8, 8))).attrs["t"] = np.arange(6.0)
         h5.create_dataset("sim/other", data=np.zeros((4, 6, 8, 8)))
+    with h5py.File(tmp_path / "grouped.h5", "w") as h5:  # times as an attribute of a group holding the dataset
+        h5.create_dataset("run/sim/q", data=np.zeros((4, 5, 16)))
+        h5["run"].attrs["time"] = np.arange(5.0)
     np.savez(tmp_path / "named.npz", **{"u field": np.zeros((4, 9, 16)), "snap_times": np.linspace(0, 1, 9)})
     np.savez(tmp_path / "rect.npz", w=np.zeros((4, 5, 16, 12)), t=np.arange(5.0))
     expected = {"pairs.npz": "train with --keys INPUT,TARGET):",
                 # times under any name, found by their length; a key with a space quoted for the shell
+                "grouped.h5": "1D trajectories: train burgers-traj-* with --keys run/sim/q --time-key time):",
                 "named.npz": "1D trajectories: train burgers-traj-* with --keys 'u field' --time-key snap_times):",
                 "rect.npz": "2D trajectories: train ns-* or shear-layer-* with --keys w --time-key t; they take square "
                             "grids, this file's are 16x12: resample it to a square grid first):",

@@ -291,6 +291,16 @@ def test_times_on_the_trajectory_dataset_and_a_missing_time_key_is_one_line(tmp_
     b = get_task("burgers-traj").load(DataConfig(keys=["results/q"], n_test=1, n_val=1),
                                       TrajectoryOptions(time_key="time"), {"train": tmp_path / "mine.h5", "test": None})
     assert np.allclose(b.info["times"], times)
+    # an attribute of a group holding the dataset, and an array beside it in its group, are found too
+    with h5py.File(tmp_path / "grouped.h5", "w") as h5:
+        h5["run/sim/q"] = q
+        h5["run"].attrs["time"] = times
+        h5["other/q"] = q
+        h5["other/time"] = 2 * times
+    for key, want in (("run/sim/q", times), ("other/q", 2 * times)):
+        b = get_task("burgers-traj").load(DataConfig(keys=[key], n_test=1, n_val=1), TrajectoryOptions(time_key="time"),
+                                          {"train": tmp_path / "grouped.h5", "test": None})
+        assert np.allclose(b.info["times"], want), key
     assert main(["train", "burgers-traj-fno", "--data", str(tmp_path / "mine.h5"), "--keys", "results/q",
                  "--time-key", "tme", "--epochs", "1", "--out", str(tmp_path / "run"), "--no-progress"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
