@@ -138,6 +138,13 @@ def check_out_dir(out: Path, cfg: dict, resume: bool, overwrite: bool, *, compar
         if other is not None:
             raise RunDirError(f"--resume: {last} is a checkpoint of another run ({other}); start again with "
                               "--overwrite, or choose another --out")
+        best = out / "checkpoints" / "best.ckpt"
+        if best.exists():  # read at the end of the run: a damaged one would fail only after all the epochs
+            try:
+                read_checkpoint(best)
+            except LoadError as exc:
+                raise RunDirError(f"--resume: {exc}; remove it (last.ckpt resumes the run, and the best epoch from "
+                                  "here on is kept), or --overwrite") from None
     old_cfg_path = out / "config.yaml"
     old, source = None, None
     if old_cfg_path.exists():

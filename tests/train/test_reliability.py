@@ -324,6 +324,22 @@ def test_a_truncated_last_checkpoint_on_resume_is_one_line(finished_run, tiny_co
     assert tree(finished_run) == before
 
 
+def test_a_damaged_best_checkpoint_is_refused_before_resuming(finished_run, tiny_config, tmp_path, capsys):
+    """best.ckpt is read only when the run ends: a damaged one is refused up front in one line, not after every
+    remaining epoch with a traceback (and again on every later --resume)."""
+    import shutil
+
+    run = tmp_path / "copy"
+    shutil.copytree(finished_run, run)
+    best = run / "checkpoints" / "best.ckpt"
+    best.write_bytes(best.read_bytes()[:3000])
+    before = tree(run)
+    code = main(["train", str(tiny_config), "--epochs", "2", "--out", str(run), "--resume", "--no-progress"])
+    line = one_line_error(capsys.readouterr().err)
+    assert code == 2 and "best.ckpt" in line and "not a readable checkpoint" in line and "remove it" in line
+    assert tree(run) == before
+
+
 def test_resume_keeps_the_earlier_history_and_says_nothing_about_deleting_it(tiny_config, tmp_path, capsys):
     """A run stopped after its first checkpoint and resumed from the command line keeps the first part's metrics
     rows (as metrics-0.csv) and shows none of Lightning's notices that the log or checkpoint directory is not
