@@ -413,6 +413,16 @@ def _set_aside_run(out: Path) -> Optional[Path]:
     return held if moved else None
 
 
+def _restore_set_aside(out: Path) -> None:
+    """Put back a run that an ``--overwrite`` killed between setting it aside and its training's start left in a
+    hidden folder (called under the directory's lock, so no live training owns such a folder), with a warning."""
+    for held in sorted(out.glob(".replaced-run.*")) if out.is_dir() else []:
+        if held.is_dir():
+            _put_back_run(out, held)
+            warnings.warn(f"{out}: put back the run that an interrupted --overwrite had set aside in {held.name}",
+                          stacklevel=3)
+
+
 def _put_back_run(out: Path, held: Path) -> None:
     """The files :func:`_set_aside_run` moved into ``held`` back in their places (a file the failed start wrote
     there since is replaced), and ``held`` removed."""
@@ -852,6 +862,8 @@ def train(cfg: dict, out, *, resume: bool = False, overwrite: bool = False, prog
     new_dirs = _missing_dirs(out)  # the directories the lock makes (out and any missing parents)
     before = _run_dir_entries(out)
     with _locked_run_dir(out) as created:
+        if _is_rank_zero():
+            _restore_set_aside(out)
         try:
             ckpt_path = check_out_dir(out, run.raw, resume, overwrite, locked=True, data=record)
         except BaseException:

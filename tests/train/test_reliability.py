@@ -340,6 +340,26 @@ def test_a_damaged_best_checkpoint_is_refused_before_resuming(finished_run, tiny
     assert tree(run) == before
 
 
+def test_a_run_set_aside_by_a_killed_overwrite_is_put_back(finished_run, tiny_config, tmp_path):
+    """An --overwrite killed after it set the old run aside (OUT/.replaced-run.PID) and before its training started:
+    the next start in that directory puts the old run back (with a warning), so --resume finds it."""
+    import shutil
+
+    from opformer.train.run import _set_aside_run
+
+    run = tmp_path / "copy"
+    shutil.copytree(finished_run, run)
+    before = tree(run)
+    held = _set_aside_run(run)
+    assert held is not None and not (run / "checkpoints" / "last.ckpt").exists()
+    with pytest.warns(UserWarning, match=r"put back the run that an interrupted --overwrite had set aside"):
+        m = train(apply_overrides(load_preset(str(tiny_config)), {"train.epochs": 1})[0], run, progress=False,
+                  resume=True)
+    assert m["epochs"] == json.loads((finished_run / "metrics.json").read_text())["epochs"]
+    assert not held.exists() and (run / "checkpoints" / "best.ckpt").exists()
+    assert {k for k in tree(run) if k.startswith("checkpoints/")} == {k for k in before if k.startswith("checkpoints/")}
+
+
 def test_resume_keeps_the_earlier_history_and_says_nothing_about_deleting_it(tiny_config, tmp_path, capsys):
     """A run stopped after its first checkpoint and resumed from the command line keeps the first part's metrics
     rows (as metrics-0.csv) and shows none of Lightning's notices that the log or checkpoint directory is not
