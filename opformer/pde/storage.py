@@ -139,7 +139,15 @@ def read_header(path: str | os.PathLike) -> dict:
     if not path.exists():
         raise DataError(f"{path}: file not found")
     try:
-        with h5py.File(path, "r") as h5:
+        try:
+            h5 = h5py.File(path, "r")
+        except OSError as exc:
+            if "lock" not in str(exc).lower():
+                raise
+            # a generation holds it open for writing: its header and progress as last flushed (samples are flushed
+            # as they are written), read without HDF5's file lock
+            h5 = h5py.File(path, "r", locking=False)
+        with h5:
             attrs = dict(h5.attrs)
             if attrs.get("format") != FORMAT:
                 raise DataError(f"{path}: not an opformer data file (attribute format={attrs.get('format')!r}, expected {FORMAT!r})")

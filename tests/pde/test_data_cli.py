@@ -200,3 +200,23 @@ def test_an_existing_file_of_another_problem_or_recipe_is_named_as_such(tmp_path
     assert f"{out}: exists and holds a darcy data set, not burgers." in capsys.readouterr().err
     assert main(["data", "darcy", "--resolution", "17", "--seed", "5", *base]) == 2
     assert "exists with a different recipe (seed: 0 != 5)" in capsys.readouterr().err
+
+
+def test_info_reads_a_file_a_generation_holds_open(tmp_path, capsys):
+    """While a generation writes a file (it holds HDF5's write lock), `data info` still shows its header and
+    progress, as the docs say to watch a generation with it (it failed on the lock)."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "d.h5"
+    assert _run(["data", "darcy", "--samples", "2", "--resolution", "9", "--out", str(out), "--workers", "1"]) == 0
+    capsys.readouterr()
+    holder = subprocess.Popen([sys.executable, "-c", "import h5py, sys, time\nh = h5py.File(sys.argv[1], 'r+')\n"
+                               "print('open', flush=True)\ntime.sleep(60)", str(out)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "open"
+        assert _run(["data", "info", str(out)]) == 0
+        assert "darcy, samples [0, 2) of 2, 2/2 written (complete)" in capsys.readouterr().out
+    finally:
+        holder.kill()
+        holder.wait()
