@@ -43,6 +43,15 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except BrokenPipeError:
         return closed_pipe_status()
+    except (OSError, RuntimeError) as exc:  # a write that failed for lack of space: one line, not a traceback
+        found = _no_space(exc)
+        if found is None:
+            raise
+        reason, cause = found
+        where = f" writing {cause.filename}" if getattr(cause, "filename", None) else ""
+        print(f"opformer: error: {reason}{where}; free some space and run the same command again (a training "
+              "continues from its last checkpoint with --resume)", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:  # Ctrl-C while starting (importing torch), before a command handles it itself
         print("opformer: interrupted", file=sys.stderr)
         return 130
@@ -56,6 +65,21 @@ def _command_parser(parser: argparse.ArgumentParser, args) -> argparse.ArgumentP
         if name is None or name not in subs[0].choices:
             return parser
         parser = subs[0].choices[name]
+
+
+def _no_space(exc: BaseException):
+    """(``"the disk is full"`` (or the quota / file size limit), the exception that says so) when ``exc`` or an
+    exception it came from (torch.save turns the OSError into a RuntimeError) is a write refused for lack of space,
+    else None."""
+    from .pde.storage import no_space_reason
+
+    seen = 0
+    while exc is not None and seen < 8:
+        reason = no_space_reason(exc)
+        if reason is not None:
+            return reason, exc
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return None
 
 
 def closed_pipe_status() -> int:

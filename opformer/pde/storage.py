@@ -142,7 +142,7 @@ def read_header(path: str | os.PathLike) -> dict:
         try:
             h5 = h5py.File(path, "r")
         except OSError as exc:
-            if "lock" not in str(exc).lower():
+            if "unable to lock file" not in str(exc):  # HDF5's words ("sblock" would match a bare "lock")
                 raise
             # a generation holds it open for writing: its header and progress as last flushed (samples are flushed
             # as they are written), read without HDF5's file lock

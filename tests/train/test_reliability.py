@@ -651,3 +651,22 @@ def test_a_log_file_gets_one_line_per_epoch_not_a_progress_bar(tiny_config, tmp_
     assert [line.split()[:3] for line in lines] == [["epoch", "0", "[1/2]"], ["epoch", "1", "[2/2]"]]
     assert all("val_rel_l2" in line and "s/epoch" in line for line in lines)
     assert "it/s" not in captured.out + captured.err
+
+
+def test_a_write_refused_for_lack_of_space_is_one_line(tiny_config, tmp_path):
+    """A training whose checkpoint write hits the file size limit (as a full disk would): one line saying so and
+    what to do, exit status 2, no traceback (torch.save turns the OSError into a RuntimeError)."""
+    import resource
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, 20_000))  # bytes: the checkpoint is larger
+
+    out = tmp_path / "run"
+    proc = subprocess.run([PYTHON, "-m", "opformer", "train", str(tiny_config), "--epochs", "1", "--no-progress",
+                           "--out", str(out)], env=cli_env(), capture_output=True, text=True, timeout=300,
+                          preexec_fn=limit)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    line = one_line_error(proc.stderr)
+    assert line.startswith("opformer: error: the file size limit of this process (ulimit -f) is reached")
+    assert "run the same command again" in line and "Traceback" not in proc.stderr
+    assert not list(out.rglob("*.tmp"))  # the refused write left no temporary file
