@@ -232,6 +232,7 @@ class Predictor:
         self.task = task
         self.options = options
         self.run_config = run_config  # the training run's config (checkpoints only): its data, for eval and rollout
+        self.data_files: Optional[dict] = None  # {path: fingerprint} of the files the run read (checkpoints only)
         self._noted: set = set()
         self.resample = _check_resample(resample)  # see RESAMPLE
 
@@ -641,11 +642,11 @@ def load(path: Union[str, os.PathLike], device: Optional[Union[str, torch.device
             state = load_file(weights)
         except (SafetensorError, OSError) as exc:
             raise LoadError(f"{weights}: not a readable safetensors file ({exc})") from None
-        run_config = None
+        run_config = data_files = None
     else:
         ck = read_checkpoint(path, as_model=True)
         artifact = _check_artifact(ck.get("opformer"), path)
-        run_config = ck.get("run_config")
+        run_config, data_files = ck.get("run_config"), ck.get("data_files")
         prefix = "operator."
         state = {k[len(prefix):]: v for k, v in ck.get("state_dict", {}).items() if k.startswith(prefix)}
     if artifact.get("task") not in list_tasks():  # a task of the user's own, its module not imported
@@ -659,6 +660,8 @@ def load(path: Union[str, os.PathLike], device: Optional[Union[str, torch.device
     except (ConfigError, ValueError, RuntimeError, TypeError) as exc:
         raise LoadError(f"{path}: the weights do not fit the described model ({str(exc).splitlines()[0]})") from None
     predictor = Predictor(operator, artifact, task, options, run_config, resample=resample)
+    # the fingerprints of the files the run read (checkpoints only): eval of the run's own split checks them
+    predictor.data_files = data_files if isinstance(data_files, dict) else None
     if device is not None:
         try:
             dev = torch.device(device)

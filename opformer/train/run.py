@@ -1358,6 +1358,13 @@ def evaluate(checkpoint, *, data: Optional[str] = None, keys=None, resolution: O
 
         predictor.options = trained_times(dataclasses.replace(predictor.options),
                                           predictor.artifact["info"]["times"], time_key)
+    if data is None:  # the run's own test split: from the files it trained on, if they are still those
+        for path, old in (predictor.data_files or {}).items():
+            if os.path.isfile(path) and isinstance(old, dict):
+                why = _data_change(old, file_fingerprint(path))
+                if why is not None:
+                    warnings.warn(f"{_shown(path)} changed since the run trained on it ({why}): its test split now "
+                                  "holds other samples than those the run was tested on", stacklevel=2)
     started = time.perf_counter()
     try:
         bundle, source = _test_set(predictor, data, keys, resolution)

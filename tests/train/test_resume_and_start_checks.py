@@ -3,6 +3,7 @@ file that changed since the run started, a training split of another size, a che
 training settings that Lightning or h5py would refuse only once the run directory exists (docs/guarantees.md)."""
 
 import shutil
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,7 @@ from opformer.cli import main
 from opformer.config import ConfigError
 from opformer.train import run as run_module
 from opformer.train.config import apply_overrides, load_preset
-from opformer.train.run import RunDirError, train
+from opformer.train.run import RunDirError, evaluate, train
 
 from .conftest import TINY_MODEL, one_line_error, tree
 
@@ -273,3 +274,20 @@ def test_resume_takes_other_plot_and_checkpoint_settings(tmp_path, monkeypatch):
     m = train(_cfg(cfg_path, **{"train.plot_samples": 2, "train.checkpoint_every_n_steps": 5}), out, progress=False,
               resume=True)
     assert m["epochs"] == 3
+
+
+def test_eval_of_the_runs_own_split_warns_when_its_data_changed(tmp_path, monkeypatch):
+    """eval without --data scores the run's test split of its data file: a file regenerated since is said (the
+    samples are others than those the run was tested on), the same bytes are not."""
+    data = _data_file(tmp_path / "d.npz", 40, seed=0)
+    cfg_path = _config(tmp_path, data)
+    out = tmp_path / "run"
+    _stopped_after_first_epoch(cfg_path, out, monkeypatch)
+    ckpt = out / "checkpoints" / "last.ckpt"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        evaluate(ckpt, out=tmp_path / "e1")  # unchanged: no warning about the data
+    _data_file(data, 40, seed=1)
+    with pytest.warns(UserWarning, match=r"d\.npz changed since the run trained on it \(its content differs\): its "
+                                         r"test split now holds other samples"):
+        evaluate(ckpt, out=tmp_path / "e2")
