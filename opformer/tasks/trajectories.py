@@ -149,7 +149,7 @@ def _checked_times(where, times: np.ndarray, n_times: int, time_key: str) -> np.
     return times
 
 
-def _even_step(times) -> Optional[float]:
+def even_step(times) -> Optional[float]:
     """The spacing of evenly spaced increasing ``times`` (to 1e-6 relative), else None."""
     steps = np.diff(np.asarray(times, dtype=np.float64))
     if len(steps) and np.allclose(steps, steps[0], rtol=1e-6, atol=0.0) and steps[0] > 0:
@@ -162,14 +162,14 @@ def _even_step(times) -> Optional[float]:
 _TRAINED_TIMES, _TIME_KEY_NAMED = "_trained_times", "_time_key_named"
 
 
-def trained_times(options, times, time_key: Optional[str] = None):
+def trained_times(options, times, named: bool = False):
     """Mark ``options`` (a trained model's task options, modified in place and returned) with the training snapshot
     ``times``: a file the model is evaluated on that stores no times is then read at those (as its rollouts read
-    one), and a ``time_key`` given (``opformer eval --time-key``) must name the file's times."""
+    one); ``named``: the user gave its ``time_key`` (``opformer eval --time-key``), which must then name the file's
+    times."""
     if times is not None:
         setattr(options, _TRAINED_TIMES, [float(t) for t in times])
-    if time_key is not None:
-        options.time_key = time_key
+    if named:
         setattr(options, _TIME_KEY_NAMED, True)
     return options
 
@@ -184,7 +184,7 @@ def rollout_times(path, src, key: str, n_times: int, options, trained, named: bo
             raise DataError(f"{path}: no array or HDF5 attribute {options.time_key!r} (--time-key) holds the snapshot "
                             "times")
         trained = np.asarray(trained, dtype=np.float64)
-        step = _even_step(trained)
+        step = even_step(trained)
         if n_times > len(trained) and step is None:  # refused before any note that the training times are taken
             raise DataError(f"{path}: {n_times} snapshots and no times ({options.time_key!r}, --time-key); the model "
                             f"was trained on {len(trained)} unevenly spaced times, so the later ones are unknown: "
@@ -373,8 +373,8 @@ class TrajectoryTask(Task):
             if len(allowed) < h + 1:
                 raise ConfigError(f"--history {h} needs at least {h + 1} snapshots for training, "
                                   f"{len(allowed)} are available")
-            gaps = np.diff(times)
-            if not np.allclose(gaps, gaps[0], rtol=1e-6, atol=0.0):  # the model steps one snapshot, labelled 1 step
+            if even_step(times) is None:  # the model steps one snapshot, labelled one spacing
+                gaps = np.diff(times)
                 raise ConfigError(f"--history {h} steps from snapshot to snapshot, which needs evenly spaced "
                                   f"snapshot times; these are spaced {gaps.min():g} to {gaps.max():g} apart (train "
                                   "with --history 1, whose lead-time input takes any spacing)")
@@ -400,7 +400,7 @@ class TrajectoryTask(Task):
     def inference_options(self, options, info: dict):
         """A file without times is read at the training's snapshot spacing (when it was even), not at ``--dt``'s
         default: the lead times of ``opformer eval`` are then those the model was trained on."""
-        step = _even_step(info.get("times", []))
+        step = even_step(info.get("times", []))
         options = dataclasses.replace(options) if step is None else dataclasses.replace(options, dt=step)
         trained_times(options, info.get("times"))
         return options

@@ -98,7 +98,7 @@ def rollout_file(model, *, data, mode="direct", step: Optional[float] = None, ti
     from ..config import ConfigError, OpformerWarning, SettingError
     from ..data.readers import open_source
     from ..tasks.artifact import load
-    from ..tasks.trajectories import rollout_times
+    from ..tasks.trajectories import even_step, rollout_times
 
     for name, value, least in (("samples", samples, 1), ("show", show, 0)):
         if value is not None and value < least:
@@ -147,8 +147,7 @@ def rollout_file(model, *, data, mode="direct", step: Optional[float] = None, ti
             f"times of a model with history {h} lie after its {h} given snapshots (t > {rel[h - 1]:g}), got {times}",
             f"--times of a model with --history {h} lie after its {h} given snapshots (t > {rel[h - 1]:g}), got "
             f"{','.join(f'{t:g}' for t in times)}")
-    if mode != "direct" and step is None and h == 1 and len(info["times"]) > 2 and \
-            not np.allclose(np.diff(info["times"]), info["step"], rtol=1e-6, atol=0.0):
+    if mode != "direct" and step is None and h == 1 and even_step(info["times"]) is None:
         warnings.warn(f"the training snapshots are unevenly spaced: the {mode} steps are {info['step']:g}, the smallest "
                       "spacing (--step sets another)", OpformerWarning, stacklevel=2)
     if h > 1:  # the FNO protocol: the first h snapshots in, the rest predicted one step at a time

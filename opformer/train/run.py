@@ -1352,12 +1352,11 @@ def evaluate(checkpoint, *, data: Optional[str] = None, keys=None, resolution: O
     if time_key is not None:
         if not predictor.time_dependent:
             raise ConfigError(f"--time-key: the model of task {predictor.task.name} is not time-dependent")
-        if not time_key.strip():
-            raise ConfigError("--time-key needs the name of the file's array or attribute of snapshot times")
         from ..tasks.trajectories import trained_times
 
-        predictor.options = trained_times(dataclasses.replace(predictor.options),
-                                          predictor.artifact["info"]["times"], time_key)
+        # replace() checks the name as the training's --time-key is checked (an empty one is refused)
+        predictor.options = trained_times(dataclasses.replace(predictor.options, time_key=time_key),
+                                          predictor.artifact["info"]["times"], named=True)
     if data is None:  # the run's own test split: from the files it trained on, if they are still those
         for path, old in (predictor.data_files or {}).items():
             if os.path.isfile(path) and isinstance(old, dict):
