@@ -87,6 +87,18 @@ DEFAULT_RUNS = ["darcy141-gt", "darcy141-ft", "darcy141-fno", "inverse141-gt-e0.
 EPOCH_RE = re.compile(r"^epoch \d+ \[(\d+)/(\d+)\].*?([0-9.]+) s/epoch", re.M)
 
 
+def _alive(pid) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _write_state(state: dict) -> None:
     tmp = STATE.with_suffix(".tmp")
     tmp.write_text(json.dumps(state, indent=1))
@@ -183,7 +195,7 @@ def supervise(args) -> None:
         if g not in groups:
             groups.append(g)
     state = {"started": t_start, "deadline": deadline, "runs": {n: {"state": "waiting for data"} for n in args.runs},
-             "notes": []}
+             "notes": [], "pid": os.getpid()}
     _write_state(state)
     procs: dict[str, subprocess.Popen] = {}
     fitted: set[str] = set()
@@ -298,8 +310,19 @@ def start(args) -> None:
             sys.exit(f"--resume-dir {args.resume_dir}: no such folder")
         read_resume_parts(Path(args.resume_dir))  # refuse missing pieces before anything starts
         cmd += ["--resume-dir", str(Path(args.resume_dir).resolve())]
+    if STATE.exists():
+        try:
+            old = json.loads(STATE.read_text())
+        except (OSError, ValueError):
+            old = {}
+        if not old.get("finished") and _alive(old.get("pid")):
+            sys.exit(f"a supervisor is still running here (pid {old['pid']}): let it end, or kill it, before starting")
+    # a fresh state before the supervisor starts: the last one's "finished" must not be read as this one's
+    now = time.time()
+    _write_state({"started": now, "deadline": now + 60 * args.budget_min,
+                  "runs": {n: {"state": "starting"} for n in args.runs}, "notes": []})
     subprocess.Popen(cmd, stdout=open(ROOT / "supervisor.log", "w"), stderr=subprocess.STDOUT,
-                     start_new_session=True)
+                     start_new_session=True)  # it writes its own state, with its pid, as it goes
     print(f"started: {len(args.runs)} runs, budget {args.budget_min} min; `python {__file__} status` to follow")
 
 

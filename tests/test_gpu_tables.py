@@ -81,3 +81,25 @@ def test_the_data_generation_keeps_to_its_workers_cpus():
     out = subprocess.run([sys.executable, "-c", "import os; print(sorted(os.sched_getaffinity(0)))"],
                          preexec_fn=hook, capture_output=True, text=True, check=True).stdout
     assert out.strip() == str(cpus[:1])
+
+
+def test_start_replaces_the_last_supervisors_finished_state(tmp_path, monkeypatch):
+    """A second start on the same machine: until its supervisor writes, the state must not read as finished (a
+    follower waiting for "finished" would collect at once), and a supervisor still running is not doubled."""
+    import json
+
+    mod = load_script("gpu_tables")
+    monkeypatch.setattr(mod, "ROOT", tmp_path / "gpu")
+    monkeypatch.setattr(mod, "STATE", tmp_path / "gpu" / "state.json")
+    started = []
+    monkeypatch.setattr(mod.subprocess, "Popen", lambda cmd, **kw: started.append(cmd))
+    (tmp_path / "gpu").mkdir()
+    mod.STATE.write_text(json.dumps({"started": 1.0, "finished": 2.0, "pid": os.getpid(), "runs": {}}))
+    mod.main(["start", "--budget-min", "3", "--runs", "darcy211-ft"])
+    st = json.loads(mod.STATE.read_text())
+    assert "finished" not in st and st["runs"] == {"darcy211-ft": {"state": "starting"}} and len(started) == 1
+    # a live supervisor (this process's pid stands in for it) that has not finished: refused, nothing started
+    mod.STATE.write_text(json.dumps({"started": 1.0, "pid": os.getpid(), "runs": {}}))
+    with pytest.raises(SystemExit, match="still running"):
+        mod.main(["start", "--budget-min", "3", "--runs", "darcy211-ft"])
+    assert len(started) == 1
