@@ -28,6 +28,7 @@ from ..config import one_line_warnings
 from ..interrupt import request_stop
 from .errors import DataError
 from .generate import BURGERS_R10, DARCY_R421, NS_FNO, RECIPES, SHEAR_LAYER, check_dataset, generate_dataset, make_recipe
+from .storage import partial_path
 
 __all__ = ["register", "main"]
 
@@ -147,6 +148,17 @@ def _generate(args, recipe: dict) -> int:
         print(f"opformer: error: --out {args.out}: the data are written as HDF5; name the file .h5 (other formats "
               "are read for training, not written)", file=sys.stderr)
         return 2
+    out = Path(args.out)
+    for where in (out, partial_path(out)):  # not HDF5's two lines, and no wait on a named pipe
+        if where.exists() and not where.is_file():
+            what = "a directory" if where.is_dir() else "a pipe, socket or device"
+            if where == out:
+                todo = "give a file path" + (f", such as {out / (recipe['problem'] + '.h5')}" if out.is_dir() else "")
+                print(f"opformer: error: --out {args.out} is {what}; {todo}", file=sys.stderr)
+            else:
+                print(f"opformer: error: --out {args.out}: {where}, where the samples are written until all are done, "
+                      f"is {what}; move it away or delete it", file=sys.stderr)
+            return 2
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, request_stop)  # stop like Ctrl-C, keeping the finished samples
     try:

@@ -73,6 +73,11 @@ def no_space_reason(exc: BaseException) -> str | None:
     return None
 
 
+def _one_line(exc: BaseException) -> str:
+    """The text of ``exc`` on one line (HDF5's messages hold the time with its newline)."""
+    return " ".join(str(exc).split())
+
+
 def _open_hint(path: Path, exc: OSError) -> str:
     text = str(exc)
     if "unable to lock file" in text:  # HDF5's own message (not "lock" anywhere: "sblock" would match)
@@ -99,7 +104,7 @@ def read_samples(path: str | os.PathLike, key: str, lo: int, hi: int) -> np.ndar
         if "checksum" in str(exc).lower() or "filter returned failure" in str(exc):
             raise DataError(f"{path}: key {key!r}, samples [{lo}, {hi}): the data fail their checksum (the file "
                             f"was damaged after writing); regenerate it or restore a copy") from exc
-        raise DataError(f"{path}: key {key!r} cannot be read ({exc}){_open_hint(path, exc)}") from exc
+        raise DataError(f"{path}: key {key!r} cannot be read ({_one_line(exc)}){_open_hint(path, exc)}") from exc
 
 
 def canonical_recipe(recipe: dict) -> str:
@@ -138,6 +143,8 @@ def read_header(path: str | os.PathLike) -> dict:
     path = Path(path)
     if not path.exists():
         raise DataError(f"{path}: file not found")
+    if not path.is_file():  # HDF5's error would take two lines, and a named pipe would make it wait
+        raise DataError(f"{path}: is {'a directory' if path.is_dir() else 'a pipe, socket or device'}, not a data file")
     try:
         try:
             h5 = h5py.File(path, "r")
@@ -153,7 +160,7 @@ def read_header(path: str | os.PathLike) -> dict:
                 raise DataError(f"{path}: not an opformer data file (attribute format={attrs.get('format')!r}, expected {FORMAT!r})")
             n_done = int(np.count_nonzero(h5["done"][...])) if "done" in h5 else 0
     except OSError as exc:
-        raise DataError(f"{path}: cannot be read as HDF5 ({exc}){_open_hint(path, exc)}") from exc
+        raise DataError(f"{path}: cannot be read as HDF5 ({_one_line(exc)}){_open_hint(path, exc)}") from exc
     return {
         "problem": str(attrs["problem"]),
         "recipe": json.loads(attrs["recipe"]),
@@ -249,11 +256,12 @@ class ShardWriter:
             # never delete it here: it may be locked by a generation still running in another process
             header = read_header(self.partial)
             self._check_header(self.partial, header)
+            self._check_writable(header)
             try:
                 self._h5 = h5py.File(self.partial, "r+")
             except OSError as exc:
                 raise DataError(
-                    f"{self.partial}: cannot be opened for resuming ({exc}). If no other generation is writing it, "
+                    f"{self.partial}: cannot be opened for resuming ({_one_line(exc)}). If no other generation is writing it, "
                     f"delete it and run again."
                 ) from exc
             self._check_layout()
@@ -268,16 +276,35 @@ class ShardWriter:
                 self._h5.close()
                 raise DataError(f"{self.partial}: key {key!r} expected shape {(n, *shape)}, found {found}; delete it to regenerate")
 
-    def _create(self) -> None:
+    def _check_writable(self, header: dict | None) -> None:
+        """Refuse, before any sample is computed, a shard whose samples could not be written or kept: the directory
+        (where ``FILE.partial`` is made, and renamed to ``FILE`` when complete) and, on a resume (``header``: the
+        header of ``FILE.partial``), ``FILE.partial`` itself must be writable."""
         parent = self.path.parent
         if not parent.is_dir():
-            raise DataError(f"{self.path}: cannot write, the directory {parent} does not exist")
-        if not os.access(parent, os.W_OK):
-            raise DataError(f"{self.path}: cannot write, the directory {parent} is not writable")
+            what = "is a file" if parent.exists() else "does not exist"
+            raise DataError(f"{self.path}: cannot write, the directory {parent} {what}")
+        if header is None:
+            if not os.access(parent, os.W_OK | os.X_OK):
+                raise DataError(f"{self.path}: cannot write, the directory {parent} is not writable; make it "
+                                f"writable or write elsewhere")
+            return
+        kept = (f"run the same command again to resume ({header['n_done']} of {self.stop - self.start} samples are "
+                f"written and kept)")
+        if not os.access(self.partial, os.W_OK):
+            raise DataError(f"{self.partial}: the file is read-only; make it writable (chmod u+w {self.partial}) and "
+                            f"{kept}")
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise DataError(f"{self.path}: the directory {parent} is not writable, so {self.partial.name} cannot "
+                            f"be renamed to {self.path.name} when complete; make it writable (chmod u+w {parent}) "
+                            f"and {kept}")
+
+    def _create(self) -> None:
+        self._check_writable(None)
         try:
             h5 = h5py.File(self.partial, "w")
         except OSError as exc:
-            raise DataError(f"{self.partial}: cannot be created ({exc})") from exc
+            raise DataError(f"{self.partial}: cannot be created ({_one_line(exc)})") from exc
         try:
             self._fill_new(h5)
         except (OSError, RuntimeError, ValueError) as exc:  # h5py raises all three for a failed write
@@ -291,7 +318,7 @@ class ShardWriter:
             if reason:
                 raise DataError(f"{self.partial}: cannot be created, {reason} (the file needs about {need / 1e6:.1f} MB); "
                                 f"free space or write elsewhere, or split the data with --start/--stop") from exc
-            raise DataError(f"{self.partial}: cannot be created ({exc})") from exc
+            raise DataError(f"{self.partial}: cannot be created ({_one_line(exc)})") from exc
         self._h5 = h5
 
     def _fill_new(self, h5: h5py.File) -> None:

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..atomic import replacing
+
 
 def _plt():
     import matplotlib
@@ -18,11 +20,16 @@ def _plt():
 
 
 def _save(plt, fig, path) -> Path:
-    fig.tight_layout()
+    """Write ``fig`` as the PNG ``path`` through a temporary file and a rename: the earlier plot stays until the new
+    one is complete."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    try:
+        fig.tight_layout()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with replacing(path, "wb") as fh:
+            fig.savefig(fh, format=path.suffix[1:].lower() or "png", dpi=110)
+    finally:
+        plt.close(fig)
     return path
 
 
