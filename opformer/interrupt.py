@@ -4,7 +4,8 @@
 and sets a flag.  Python drops an exception raised while a weakref callback or ``__del__`` runs, so a signal that
 lands there would be lost; the loops call :func:`check_stop` (a data generation between samples, a training before
 every batch and between its phases), which raises ``KeyboardInterrupt`` again while the flag is set.  The flag is
-shared, so a training that generates its data stops in the generation too.
+shared, so a training that generates its data stops in the generation too.  :func:`ctrl_c_requests_stop` makes
+Ctrl-C set the flag as well for the length of a command, and checks it once more as the command ends.
 
 :func:`deferred` holds SIGINT and SIGTERM back while a write runs that an exception in its middle would corrupt
 rather than abandon: ``torch.save`` writes through Python callbacks, and a ``KeyboardInterrupt`` raised in one of them
@@ -16,7 +17,7 @@ import contextlib
 import signal
 import threading
 
-__all__ = ["request_stop", "check_stop", "clear_stop", "deferred"]
+__all__ = ["request_stop", "check_stop", "clear_stop", "ctrl_c_requests_stop", "deferred"]
 
 _STOP = threading.Event()
 
@@ -36,6 +37,32 @@ def check_stop() -> None:
 def clear_stop() -> None:
     """End the stop request (the command that handled it is done)."""
     _STOP.clear()
+
+
+@contextlib.contextmanager
+def ctrl_c_requests_stop():
+    """Run the block with Ctrl-C (SIGINT) handled as a stop request (:func:`request_stop`) where Python's own handler
+    is in place, so that a Ctrl-C whose exception Python drops (one that lands in a weakref callback or ``__del__``,
+    as at the end of a test pass) still stops the block at its next :func:`check_stop`, or as the block ends: a stop
+    requested while the block ran is never ignored.  The handler in place before is put back, and a Ctrl-C the block
+    ended on is cleared; an ignored or another handler is left as it is, and so is any handler off the main thread."""
+    own = threading.current_thread() is threading.main_thread() and \
+        signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    received = []
+
+    def on_ctrl_c(signum, frame):
+        received.append(signum)
+        request_stop(signum, frame)
+
+    previous = signal.signal(signal.SIGINT, on_ctrl_c) if own else None
+    try:
+        yield
+        check_stop()
+    finally:
+        if own:
+            signal.signal(signal.SIGINT, previous)
+        if received:
+            clear_stop()
 
 
 _HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM)

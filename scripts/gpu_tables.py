@@ -366,7 +366,7 @@ def collect(args) -> None:
         best = run / "checkpoints" / "best.ckpt"
         if best.exists() and (run / "metrics.json").exists():
             try:
-                d = opformer.load(best).save_pretrained(stage / run.name)
+                d = opformer.load(best).save_pretrained(stage / run.name, overwrite=True)
                 for f in d.iterdir():
                     items.append((f, f"{run.name}/model/{f.name}"))
             except Exception as exc:  # noqa: BLE001 - collect what can be collected

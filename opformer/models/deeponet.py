@@ -1,7 +1,9 @@
 """DeepONet (Lu et al. 2021): G(a)(x) = sum_k b_k(a) t_k(x) + b_0.
 
 Branch net: an MLP on the input sampled at ``sensors x sensors`` fixed sensor points (the node grid of [0, 1]^2;
-the input is resampled there bilinearly from whatever grid it comes on).  Trunk net: an MLP on the query point
+the input is interpolated there linearly along each axis from the coordinates of whatever grid it comes on, so
+every grid of a function gives the branch the same sensor values up to the interpolation error; see
+:func:`at_sensors`).  Trunk net: an MLP on the query point
 x in [0, 1]^2, activated at its last layer too.  Each output channel c has its own ``basis`` coefficients and
 basis functions: G(a)(x)_c = sum_{k < basis} b_{c,k}(a) t_{c,k}(x) + b_{0,c}.  With ``time_conditioning="norm"``
 the branch coefficients get a lead-time scale and shift (:class:`~opformer.nn.ConditionalAffine`, the identity at
@@ -69,6 +71,27 @@ class DeepONetConfig:
         _choice("activation", self.activation, ACTIVATIONS)
 
 
+def at_sensors(x: Tensor, coords: Tensor, sensors: int) -> Tensor:
+    """``x`` (batch, H, W, C) on the grid of ``coords`` (batch or 1, H, W, 2; the first sample's) -> its values at
+    the ``sensors x sensors`` node points j / (sensors - 1) of [0, 1]^2, (batch, sensors, sensors, C), whatever the
+    grid (node, cell or periodic, any size): linear interpolation along each axis between the grid's coordinates;
+    a periodic axis (j / n, j < n) wraps around to 1, which is 0, and beyond the outermost points of any other
+    axis the end values are held (as :func:`opformer.tasks.artifact.resample_grid` does).  No step waits for the
+    device (CUDA graphs can capture it)."""
+    p = torch.linspace(0, 1, sensors, dtype=coords.dtype, device=coords.device)
+    for axis, c in ((1, coords[0, :, 0, 0]), (2, coords[0, 0, :, 1])):
+        n = c.numel()
+        # one point more: on a periodic axis the first value again at 1, on any other the last one a unit further
+        periodic = (c[0].abs() < 1e-9) & ((2 * c[-1] - c[-2] - 1).abs() < 1e-6)
+        c = torch.cat((c, torch.where(periodic, 1.0, c[-1] + 1).view(1)))
+        x = torch.cat((x, torch.where(periodic, x.narrow(axis, 0, 1), x.narrow(axis, n - 1, 1))), dim=axis)
+        i = (torch.searchsorted(c, p, right=True) - 1).clamp(0, n - 1)
+        w = ((p - c[i]) / (c[i + 1] - c[i])).clamp(0, 1).to(x.dtype)
+        w = w.view([sensors if a == axis else 1 for a in range(4)])
+        x = x.index_select(axis, i) * (1 - w) + x.index_select(axis, i + 1) * w
+    return x
+
+
 def _mlp(n_in: int, width: int, layers: int, n_out: int, act: str, last_act: bool) -> nn.Sequential:
     mods, n = [], n_in
     for _ in range(layers):
@@ -102,10 +125,11 @@ class DeepONet(OperatorModel):
         if min(grid) < 2:
             raise ValueError(f"DeepONet needs an input grid of at least 2 x 2 to resample to its sensors, got {grid}")
 
-    def coefficients(self, x: Tensor, lead_time: Optional[Tensor] = None) -> Tensor:
-        """Branch coefficients b(a): x (batch, H, W, lift_channels) -> (batch, out_channels, basis)."""
+    def coefficients(self, x: Tensor, coords: Tensor, lead_time: Optional[Tensor] = None) -> Tensor:
+        """Branch coefficients b(a): x (batch, H, W, lift_channels) on the grid of ``coords`` (batch or 1, H, W, 2)
+        -> (batch, out_channels, basis)."""
         cfg = self.config
-        b = self.branch(resize2d(x, cfg.sensors).reshape(x.shape[0], -1))
+        b = self.branch(at_sensors(x, coords, cfg.sensors).reshape(x.shape[0], -1))
         if self.cond is not None:
             b = self.cond(b, lead_time)
         return b.view(x.shape[0], cfg.out_channels, cfg.basis)
@@ -120,7 +144,7 @@ class DeepONet(OperatorModel):
 
     def _forward(self, x: Tensor, coords: Tensor, lead_time: Optional[Tensor]) -> Tensor:
         points = coords if self.config.out_size is None else resize2d(coords, output_grid(self.config, None))
-        return self.evaluate(self.coefficients(x, lead_time), points)
+        return self.evaluate(self.coefficients(x, coords, lead_time), points)
 
     def query(self, input: Tensor, coords: Tensor, points: Tensor, lead_time: Optional[Tensor] = None) -> Tensor:
         """The output at arbitrary points: ``input`` (batch, H, W, in), ``coords`` its grid (batch or 1, H, W, 2),
@@ -136,4 +160,4 @@ class DeepONet(OperatorModel):
             tau = lead_time_column(lead_time, input.shape[0], input.dtype, input.device)
         if mode == "channel":
             input = torch.cat((input, tau.view(-1, 1, 1, 1).expand(*input.shape[:-1], 1)), dim=-1)
-        return self.evaluate(self.coefficients(input, tau[:, 0] if mode == "norm" else None), points)
+        return self.evaluate(self.coefficients(input, coords, tau[:, 0] if mode == "norm" else None), points)

@@ -10,6 +10,7 @@ config with ``json``.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
@@ -22,10 +23,11 @@ from typing import Optional, Union
 import numpy as np
 import torch
 
-from ..atomic import atomic_write_bytes, atomic_write_text
+from ..atomic import replacing
 from ..config import RESAMPLE, ConfigError, OpformerWarning, SettingError, flag
 from ..data.datasets import UnitGaussianNormalizer
 from ..data.readers import safe_torch_load
+from ..interrupt import deferred
 from .base import Bundle, Operator, Task, get_task, grid_coords, list_tasks, options_from
 from .losses import rel_l2
 
@@ -166,6 +168,37 @@ def _check_batch_size(batch_size) -> int:
         shown = repr(batch_size) if batch_size is None or np.ndim(batch_size) == 0 else type(batch_size).__name__
         raise _bad_argument("batch_size", f"must be a positive integer, got {shown}")
     return int(batch_size)
+
+
+def _numbers(values, name: str, what: str) -> np.ndarray:
+    """``values`` (a number, a list or array of numbers, a tensor) as float64, else an error naming the argument
+    and what it takes (``what``): strings, booleans and other values that are not numbers are refused, never
+    converted."""
+    x = None
+    if torch.is_tensor(values):
+        if not (values.is_complex() or values.dtype == torch.bool):
+            x = values.detach().cpu().double().numpy()
+    elif not isinstance(values, (str, bytes, bool, np.bool_)):
+        try:
+            x = np.asarray(values)
+        except ValueError:  # nested lists of unequal lengths
+            pass
+        if x is not None and x.dtype.kind not in "iuf":
+            x = None
+    if x is None:
+        raise _bad_argument(name, f"must be {what}, got {_shown(values)}")
+    return x.astype(np.float64)
+
+
+def _shown(value) -> str:
+    """``value`` in a one-line message: its repr when short, else what it is (an array: of which values)."""
+    if torch.is_tensor(value):
+        return "an array of " + ("booleans" if value.dtype == torch.bool else "complex numbers")
+    if isinstance(value, np.ndarray):
+        kinds = {"b": "booleans", "c": "complex numbers", "U": "strings", "S": "bytes", "O": "objects"}
+        return "an array of " + kinds.get(value.dtype.kind, str(value.dtype))
+    text = repr(value)
+    return text if len(text) <= 60 and "\n" not in text else f"a {type(value).__name__}"
 
 
 def _user_array(values, name: str) -> tuple[np.ndarray, bool]:
@@ -381,12 +414,14 @@ class Predictor:
                 c = c[None]
         tau = None
         if lead_time is not None:
-            tau = torch.as_tensor(np.asarray(lead_time, dtype=np.float64), dtype=torch.float32).reshape(-1)
-            if tau.numel() not in (1, xin.shape[0]):
-                raise ConfigError(f"lead_time: give one value or one per sample ({xin.shape[0]}), got {tau.numel()}")
+            what = f"a number or an array of numbers, one value or one per sample ({xin.shape[0]})"
+            t = _numbers(lead_time, "lead_time", what)
+            if t.ndim > 1 or t.size not in (1, xin.shape[0]):
+                got = f"an array of shape {t.shape}" if t.ndim > 1 else f"{t.size} values"
+                raise _bad_argument("lead_time", f"must be {what}, got {got}")
+            tau = torch.as_tensor(t, dtype=torch.float32).reshape(-1)
             if not bool(torch.all(torch.isfinite(tau) & (tau >= 0))):
-                raise ConfigError(f"lead_time must be finite and >= 0 (how far ahead to predict), got "
-                                  f"{np.asarray(lead_time).tolist()}")
+                raise ConfigError(f"lead_time must be finite and >= 0 (how far ahead to predict), got {t.tolist()}")
             tau = tau.expand(xin.shape[0])
         outs = []
         for lo in range(0, xin.shape[0], batch_size):
@@ -415,6 +450,8 @@ class Predictor:
         batch_size = _check_batch_size(batch_size)
         if not self.time_dependent:
             raise ConfigError(f"the model of task {self.task.name} is not time-dependent: it has no rollout")
+        if step is not None and _numbers(step, "step", "a finite number > 0").ndim:
+            raise _bad_argument("step", f"must be a finite number > 0, got an array of shape {np.shape(step)}")
         trained_step = float(info["step"])
         if self.history > 1 and step is not None and not math.isclose(float(step), trained_step, rel_tol=1e-6):
             # such a model moves one training snapshot a call, whatever step says: another step would mislabel times
@@ -423,7 +460,7 @@ class Predictor:
         step = trained_step if step is None else float(step)
         if not (math.isfinite(step) and step > 0):
             raise _bad_argument("step", f"must be a finite number > 0, got {step}")
-        t_arr = np.asarray(times, dtype=np.float64)
+        t_arr = _numbers(times, "times", "a number or a list of numbers (finite, ascending, > 0)")
         if t_arr.ndim > 1:
             raise _bad_argument("times", f"must be one list of times, got an array of shape {t_arr.shape}")
         times = [float(t) for t in np.atleast_1d(t_arr)]
@@ -538,17 +575,26 @@ class Predictor:
             errs.append(rel_l2(p.cpu(), batch["target"]).double())
         return torch.cat(preds).numpy(), torch.cat(errs).numpy()
 
-    def save_pretrained(self, directory: Union[str, os.PathLike]) -> Path:
-        """Write ``config.json`` and ``model.safetensors`` into ``directory`` (each file atomically): a new or empty
-        directory, or one that holds a model saved here before (which is replaced); any other directory is refused
-        (see :func:`check_save_directory`)."""
+    def save_pretrained(self, directory: Union[str, os.PathLike], overwrite: bool = False) -> Path:
+        """Write ``config.json`` and ``model.safetensors`` into ``directory``: a new or empty directory, or with
+        ``overwrite=True`` one that holds a model saved here before, which is replaced; any other directory is
+        refused (see :func:`check_save_directory`).  Both files are written in full to temporary files before either
+        replaces its old version, so a save that fails or is interrupted leaves the old model whole."""
         from safetensors.torch import save
 
-        directory = check_save_directory(directory)
-        directory.mkdir(parents=True, exist_ok=True)
+        directory = check_save_directory(directory, overwrite)
         state = {k: v.detach().cpu().contiguous() for k, v in self.operator.state_dict().items()}
-        atomic_write_bytes(directory / "model.safetensors", save(state, metadata={"format": FORMAT}))
-        atomic_write_text(directory / "config.json", json.dumps(self.artifact, indent=2))
+        files = {"model.safetensors": save(state, metadata={"format": FORMAT}),
+                 "config.json": json.dumps(self.artifact, indent=2).encode()}
+        directory.mkdir(parents=True, exist_ok=True)
+        with contextlib.ExitStack() as staged:
+            for name, data in files.items():  # each in full, fsynced, next to the file it replaces
+                fh = staged.enter_context(replacing(directory / name, "wb"))
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            with deferred():  # then both renamed into place, with Ctrl-C held so that it cannot fall in between
+                staged.close()
         return directory
 
 
@@ -565,10 +611,13 @@ def _saved_here(path: Path) -> bool:
         return False
 
 
-def check_save_directory(directory: Union[str, os.PathLike]) -> Path:
+def check_save_directory(directory: Union[str, os.PathLike], overwrite: bool = False) -> Path:
     """``directory`` as a :class:`Path` if :meth:`Predictor.save_pretrained` may write there: a new or empty
-    directory, or one holding only a model it saved before; else a :class:`~opformer.config.SettingError` (the
-    user's own files, a file in its place, a place that cannot be written)."""
+    directory, or with ``overwrite`` one holding only a model it saved before; else a
+    :class:`~opformer.config.SettingError` (a saved model without ``overwrite``, the user's own files, a file in its
+    place, a place that cannot be written)."""
+    if not isinstance(overwrite, (bool, np.bool_)):
+        raise _bad_argument("overwrite", f"must be True or False, got {_shown(overwrite)}")
     directory = Path(directory)
 
     def refuse(problem: str):
@@ -592,6 +641,11 @@ def check_save_directory(directory: Union[str, os.PathLike]) -> Path:
             shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
             raise refuse(f"holds files that are not a model saved by save_pretrained ({shown}); give a new or "
                          "empty directory")
+        if entries and not overwrite:
+            raise SettingError(f"save_pretrained: {directory} already holds a saved model; pass overwrite=True to "
+                               "replace it, or give a new or empty directory",
+                               f"--save-pretrained {directory} already holds a saved model; add --overwrite to "
+                               "replace it, or give a new or empty directory")
     return directory
 
 

@@ -89,8 +89,10 @@ def register(sub) -> None:
                                                 "(else of its inputs), and rel_l2 per sample with targets (a previous "
                                                 "prediction file there is replaced, any other file refused)")
     q.add_argument("--save-pretrained", metavar="DIR",
-                   help="also write the model as DIR/config.json + DIR/model.safetensors (DIR: new, empty or a "
-                        "model saved before, which is replaced)")
+                   help="also write the model as DIR/config.json + DIR/model.safetensors (DIR: new or empty; a "
+                        "model saved there before only with --overwrite)")
+    q.add_argument("--overwrite", action="store_true",
+                   help="replace a model saved before in --save-pretrained DIR")
     q.set_defaults(func=_predict)
 
 
@@ -426,7 +428,7 @@ def _predict(args: argparse.Namespace) -> int:
         from ..tasks.artifact import check_save_directory
 
         try:
-            saved = check_save_directory(args.save_pretrained).resolve()
+            saved = check_save_directory(args.save_pretrained, overwrite=args.overwrite).resolve()
         except _errors() as exc:
             return _fail(exc)
         if saved == out.resolve() or saved in out.resolve().parents:
@@ -440,7 +442,7 @@ def _predict(args: argparse.Namespace) -> int:
         if args.save_pretrained:
             from ..tasks.artifact import load
 
-            load(args.model).save_pretrained(args.save_pretrained)
+            load(args.model).save_pretrained(args.save_pretrained, overwrite=args.overwrite)
     except _errors() as exc:
         return _fail(exc)
     err = f", mean relative L2 {s['test_rel_l2']:.4e}" if "test_rel_l2" in s else ""

@@ -28,7 +28,7 @@ from torch.utils.data import BatchSampler, DataLoader, Dataset
 
 from .. import __version__
 from ..atomic import atomic_write_text, replacing, unwritable
-from ..interrupt import check_stop
+from ..interrupt import check_stop, ctrl_c_requests_stop
 from .callbacks import AtomicCheckpointIO, EpochLine, EpochShuffleSampler, FlushLoggersOnCheckpoint, StopOnRequest
 from ..config import ConfigError, TrainConfig, devices_value
 from ..data.datasets import has_batch, stack_samples, suspicious_samples
@@ -169,7 +169,10 @@ def check_out_dir(out: Path, cfg: dict, resume: bool, overwrite: bool, *, compar
         warnings.warn(f"--resume: no checkpoint in {out / 'checkpoints'} yet; starting from scratch")
         return None
     if source != last and isinstance(ck.get("run_config"), dict) and isinstance(ck["run_config"].get("train"), dict):
-        a, b = _compared(ck["run_config"], cfg, compare_model, fitted_train)  # config.yaml matched: the checkpoint too
+        # config.yaml matched: the checkpoint must match it too, model included even before the data are read (both
+        # were written once the model was fitted to the data), so that a model that differs is named from the start
+        a, b = (_compared(ck["run_config"], absolute_data_paths(old), True, ()) if old is not None
+                else _compared(ck["run_config"], cfg, compare_model, fitted_train))
         if a != b:
             raise RunDirError(f"--resume: {last} is a checkpoint of another run than {old_cfg_path.name} (differences: "
                               f"{_diff(a, b)}); start again with --overwrite, or choose another --out")
@@ -331,20 +334,21 @@ def _check_writable(out: Path, shown: Optional[Path] = None, error=RunDirError) 
         raise error(f"--out {out if shown is None else shown}: {problem}")
 
 
-def _check_not_running(out: Path) -> None:
+def _check_not_running(out: Path, error=RunDirError, user: str = "a running training") -> None:
     """Refuse a directory whose lock another process holds (the lock file is opened, never created, here)."""
     try:
         fd = os.open(out / LOCK, os.O_RDWR)
     except OSError:
         return
     try:
-        _flock(fd, out)
+        _flock(fd, out, error, user)
     finally:
         os.close(fd)  # releases the lock if it was taken
 
 
-def _flock(fd: int, out: Path) -> None:
-    """Take the run directory's lock without waiting, or raise RunDirError naming the process that holds it."""
+def _flock(fd: int, out: Path, error=RunDirError, user: str = "a running training") -> None:
+    """Take the directory's lock without waiting, or raise ``error`` naming the process that holds it (``user``: what
+    that process is doing there)."""
     try:
         import fcntl
     except ImportError:  # no flock on this platform: no protection against concurrent runs
@@ -356,14 +360,25 @@ def _flock(fd: int, out: Path) -> None:
             raise
         os.lseek(fd, 0, os.SEEK_SET)
         holder = os.read(fd, 64).decode(errors="replace").strip() or "?"
-        raise RunDirError(f"{out} is in use by a running training (pid {holder}); wait for it to end, or choose "
-                          "another --out") from None
+        raise error(f"{out} is in use by {user} (pid {holder}); wait for it to end, or choose another --out") from None
+
+
+def _sign_lock(out: Path) -> None:
+    """Write this process's pid into ``out/.lock``, which it holds, for a refused second command to name; only once
+    the command is past its checks, so that a refused one leaves the file as it was."""
+    fd = os.open(out / LOCK, os.O_WRONLY)
+    try:
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+    finally:
+        os.close(fd)
 
 
 @contextlib.contextmanager
 def _locked_run_dir(out: Path):
-    """Rank 0: create ``out`` and hold ``out/.lock`` until the block ends (the process's exit releases it too).
-    Yields whether ``out`` was created here.  Other ranks take no lock."""
+    """Rank 0: create ``out`` and hold ``out/.lock`` until the block ends (the process's exit releases it too); the
+    file is not written here (:func:`_sign_lock`, once the start is validated).  Yields whether ``out`` was created
+    here.  Other ranks take no lock."""
     if not _is_rank_zero():
         yield False
         return
@@ -375,11 +390,27 @@ def _locked_run_dir(out: Path):
         raise RunDirError(f"--out {out}: cannot create the run directory ({exc.strerror or exc})") from None
     try:
         _flock(fd, out)
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
         yield created
     finally:
         os.close(fd)  # releases the lock; the file stays (removing it would let two processes lock different files)
+
+
+#: what an evaluation holding its output folder's lock is called when a second one is refused there
+_EVAL_USER = "a running opformer eval"
+
+
+@contextlib.contextmanager
+def _locked_eval_out(out: Path):
+    """Create ``out`` and hold ``out/.lock`` (the run directory's kind of lock) while an evaluation writes its files
+    there: a second eval into the same folder meanwhile is refused in one line instead of interleaving its files."""
+    out.mkdir(parents=True, exist_ok=True)
+    fd = os.open(out / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        _flock(fd, out, ConfigError, _EVAL_USER)
+        _sign_lock(out)
+        yield
+    finally:
+        os.close(fd)  # the file stays, as the run directory's
 
 
 #: an earlier run's own files, by folder (the temporary files of interrupted writes are removed, not kept)
@@ -434,9 +465,15 @@ def _put_back_run(out: Path, held: Path) -> None:
     shutil.rmtree(held, ignore_errors=True)
 
 
+#: the order of the sections in a list of differences between two run configs: the model first (why a checkpoint's
+#: weights cannot load), then the data, the train section (the epochs, the schedule) last; others before it
+_SECTION_ORDER = {"task": 0, "model": 1, "data": 2, "train": 4}
+
+
 def _diff(a: Any, b: Any, path: str = "") -> str:
     if isinstance(a, dict) and isinstance(b, dict):
-        parts = [_diff(a.get(k), b.get(k), f"{path}{k}.") for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+        keys = sorted(set(a) | set(b), key=lambda k: (_SECTION_ORDER.get(k, 3) if not path else 0, str(k)))
+        parts = [_diff(a.get(k), b.get(k), f"{path}{k}.") for k in keys if a.get(k) != b.get(k)]
         return "; ".join(p for p in parts if p)
     return f"{path.rstrip('.')}: {a!r} -> {b!r}"
 
@@ -849,7 +886,13 @@ def train(cfg: dict, out, *, resume: bool = False, overwrite: bool = False, prog
     """Train the run config ``cfg`` into directory ``out``; returns the metrics written to ``out/metrics.json``.
 
     The config, the data and the model are validated before the directory is touched: a start that fails leaves
-    nothing behind, and ``overwrite`` removes the old run's files only once the new run is known to start."""
+    nothing behind, and ``overwrite`` removes the old run's files only once the new run is known to start.  Ctrl-C
+    at any moment, the test at the end included, ends it with ``KeyboardInterrupt`` (:func:`ctrl_c_requests_stop`)."""
+    with ctrl_c_requests_stop():
+        return _train(cfg, out, resume, overwrite, progress, explicit)
+
+
+def _train(cfg: dict, out, resume: bool, overwrite: bool, progress: bool, explicit: frozenset) -> dict:
     out = Path(out)
     cfg = absolute_data_paths(cfg)
     run0 = resolve(cfg)
@@ -1024,6 +1067,7 @@ def _fit(run, bundle, operator, artifact, notes, out: Path, ckpt_path, resume: b
     with _lightning_refusals():
         trainer = _trainer(t, out, progress, [best_cb, last_cb] + ([started] if started is not None else []))
     if _is_rank_zero():
+        _sign_lock(out)  # the start is validated: its first write
         if (overwrite and not resume) or (ckpt_path is None and _never_checkpointed(out)):
             held = _set_aside_run(out)
             stale = sorted(p.name for p in out.iterdir() if p.is_dir() and p.name.startswith(("eval-", "rollout-"))
@@ -1070,6 +1114,7 @@ def _fit(run, bundle, operator, artifact, notes, out: Path, ckpt_path, resume: b
     check_stop()
     tester = _trainer(t, out, False, [], logger=False)
     result = _interruptible(tester, tester.test, module, datamodule=dm, verbose=False)
+    check_stop()  # a stop requested during the test, its exception lost: no results are written
     test_err = float(result[0]["test_rel_l2"])
     on_device = dm.device_copy_info()
     metrics = {
@@ -1348,6 +1393,7 @@ def evaluate(checkpoint, *, data: Optional[str] = None, keys=None, resolution: O
         foreign = foreign_eval_out(out)
         if foreign is not None:
             raise ConfigError(f"out {out} {foreign}: its files would be replaced; give another directory")
+        _check_not_running(out, ConfigError, _EVAL_USER)
     predictor = load(checkpoint, resample=resample)
     if time_key is not None:
         if not predictor.time_dependent:
@@ -1391,7 +1437,6 @@ def evaluate(checkpoint, *, data: Optional[str] = None, keys=None, resolution: O
         out = base / (f"eval-{name}{grid_name}" if on_disk else f"eval-{checkpoint.name}-{name}{grid_name}")
         out = distinct_output_folder(out, "metrics.json", {"data_path": data_path, "keys": used_keys})
         _check_writable(out, error=ConfigError)
-    out.mkdir(parents=True, exist_ok=True)
     metrics = {
         "checkpoint": str(checkpoint),
         "data": source,
@@ -1405,10 +1450,11 @@ def evaluate(checkpoint, *, data: Optional[str] = None, keys=None, resolution: O
         "seconds": round(time.perf_counter() - started, 2),
         "version": __version__,
     }
-    plots = write_plots(predictor, test, out, plot_samples, f"{predictor.artifact.get('run', 'model')} on {grid}",
-                        curves=False)
-    metrics["plots"] = sorted(str(p) for p in plots)
-    atomic_write_text(out / "metrics.json", json.dumps(metrics, indent=2))
+    with _locked_eval_out(out):
+        plots = write_plots(predictor, test, out, plot_samples,
+                            f"{predictor.artifact.get('run', 'model')} on {grid}", curves=False)
+        metrics["plots"] = sorted(str(p) for p in plots)
+        atomic_write_text(out / "metrics.json", json.dumps(metrics, indent=2))
     return metrics
 
 

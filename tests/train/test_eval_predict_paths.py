@@ -131,8 +131,13 @@ def test_predict_checks_its_outputs_before_writing_any(burgers_runs, pairs_file,
         with pytest.raises(ConfigError, match="is the --data file|is not a prediction file"):
             predict_in_python(a, data=str(data), keys=["x", "y"], out=out)
     assert tree(tmp_path) == before
-    for _ in range(2):  # a prediction file and a saved model are replaced
-        assert main([*predict, "--out", str(pred), "--save-pretrained", str(tmp_path / "m")]) == 0
+    assert main([*predict, "--out", str(pred), "--save-pretrained", str(tmp_path / "m")]) == 0
+    saved = tree(tmp_path / "m")
+    assert main([*predict, "--out", str(pred), "--save-pretrained", str(tmp_path / "m")]) == 2  # a saved model stays
+    assert "already holds a saved model; add --overwrite" in one_line_error(capsys.readouterr().err)
+    assert tree(tmp_path / "m") == saved
+    # with --overwrite the prediction file and the saved model are replaced
+    assert main([*predict, "--out", str(pred), "--save-pretrained", str(tmp_path / "m"), "--overwrite"]) == 0
     assert sorted(p.name for p in (tmp_path / "m").iterdir()) == ["config.json", "model.safetensors"]
     assert opformer.load(tmp_path / "m").artifact == opformer.load(a).artifact
 
@@ -150,7 +155,7 @@ def test_save_pretrained_in_python_refuses_the_users_files(burgers_runs, tmp_pat
         model.save_pretrained(tmp_path / "a-file")
     assert (own / "config.json").read_text() == '{"mine": 1}' and sorted(own.iterdir()) == [own / "config.json"]
     model.save_pretrained(tmp_path / "m")
-    model.save_pretrained(tmp_path / "m")  # its own earlier save is replaced
+    model.save_pretrained(tmp_path / "m", overwrite=True)  # its own earlier save is replaced
     assert opformer.load(tmp_path / "m").artifact == model.artifact
 
 
