@@ -20,7 +20,10 @@ def replacing(path, mode: str, newline=None):
     never share or leave one); on success it is flushed, fsynced and renamed over ``path``, and the directory is
     fsynced so the rename survives a power cut; on any failure it is removed.  ``newline`` as for :func:`open`."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:  # the user knows the file, not the temporary name
+        raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from exc
     try:
         with os.fdopen(fd, mode, newline=newline) as fh:
             os.fchmod(fh.fileno(), 0o666 & ~_UMASK)  # mkstemp's file is private; the result gets the usual mode
@@ -28,9 +31,11 @@ def replacing(path, mode: str, newline=None):
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(exc, OSError) and exc.filename == tmp:
+            raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from exc
         raise
     fsync_dir(path.parent)
 

@@ -225,6 +225,29 @@ def test_a_failed_text_write_leaves_no_temporary(tmp_path, monkeypatch):
     assert target.read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == ["metrics.json"]
 
 
+def test_a_refused_atomic_write_names_the_file_not_its_temporary(tmp_path, monkeypatch):
+    """A write the system refuses (the folder gone, the rename refused) is reported under the file the caller named
+    (config.yaml, metrics.json), with the cause: the temporary name means nothing to the user."""
+    from opformer.atomic import atomic_write_text
+
+    with pytest.raises(FileNotFoundError) as caught:  # the folder is not there: mkstemp fails
+        atomic_write_text(tmp_path / "gone" / "config.yaml", "x")
+    assert caught.value.filename == str(tmp_path / "gone" / "config.yaml")
+    target = tmp_path / "metrics.json"
+    atomic_write_text(target, "old")
+    real_replace = os.replace
+
+    def refused(src, dst):
+        raise PermissionError(13, "Permission denied", str(src))
+
+    monkeypatch.setattr(os, "replace", refused)
+    with pytest.raises(PermissionError) as caught:
+        atomic_write_text(target, "new")
+    monkeypatch.setattr(os, "replace", real_replace)
+    assert caught.value.filename == str(target) and ".tmp" not in str(caught.value)
+    assert target.read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == ["metrics.json"]
+
+
 # --- 6. a waiting rank does not wait forever ----------------------------------------------------------------------
 
 def _wait_in_thread(monkeypatch, tmp_path, limit: float):
