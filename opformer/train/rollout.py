@@ -99,12 +99,15 @@ def rollout_file(model, *, data, mode="direct", step: Optional[float] = None, ti
     from ..data.readers import open_source
     from ..tasks.artifact import load
     from ..tasks.trajectories import even_step, rollout_times
+    from .run import _ROLLOUT_USER, count_argument, locked_output
 
     for name, value, least in (("samples", samples, 1), ("show", show, 0)):
-        if value is not None and value < least:
+        if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value < least:
             raise SettingError(f"{name} must be >= {least}, got {value}", f"--{name} must be >= {least}, got {value}")
+        if value is not None:
+            count_argument(name, value, least)  # a bool, a string or a float: refused, never converted
     if out is not None:  # checked before the model is loaded and the data read (a file there is refused too)
-        from .run import _check_writable, training_run_files
+        from .run import _check_not_running, _check_writable, training_run_files
 
         out = Path(out)
         _check_writable(out, error=ConfigError)
@@ -115,6 +118,7 @@ def rollout_file(model, *, data, mode="direct", step: Optional[float] = None, ti
             raise SettingError(f"out {out} holds {', '.join(held)}: its files would be replaced; give another "
                                "directory", f"--out {out} holds {', '.join(held)}: its files would be replaced; give "
                                "another directory")
+        _check_not_running(out, ConfigError, _ROLLOUT_USER)
     predictor = load(model, resample=resample)
     info = predictor.artifact.get("info") or {}
     if not predictor.time_dependent:
@@ -172,11 +176,6 @@ def rollout_file(model, *, data, mode="direct", step: Optional[float] = None, ti
 
         out = distinct_output_folder(_default_out(Path(model), mode, None if own else Path(str(data)), resample),
                                      "rollout.json", {"data_path": str(Path(data).resolve()), "key": key})
-    (out / "plots").mkdir(parents=True, exist_ok=True)
-    with replacing(out / "predictions.npz", "wb") as fh:  # the predicted fields, for the user's own analysis
-        layout = np.asarray(pred, dtype=np.float32)
-        np.savez(fh, prediction=layout[..., None] if channel else layout, times=np.asarray(want, dtype=np.float64),
-                 trajectories=np.asarray(indices, dtype=np.int64))
     metrics = {"model": str(model), "data": str(data), "data_path": str(Path(data).resolve()), "key": key,
                "trajectories": which, "mode": mode,
                "step": step or info.get("step"), "n": n,
@@ -184,13 +183,19 @@ def rollout_file(model, *, data, mode="direct", step: Optional[float] = None, ti
                "mean_rel_l2": float(np.mean(known)) if known else None,
                "mean_rel_l2_in_horizon": _mean([e for e, t in zip(errors, want) if e is not None and t <= horizon]),
                "mean_rel_l2_beyond_horizon": _mean([e for e, t in zip(errors, want) if e is not None and t > horizon])}
-    atomic_write_text(out / "rollout.json", json.dumps(metrics, indent=2))
-    with replacing(out / "rollout.csv", "w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["time", "rel_l2"])
-        for t, e in zip(want, errors):
-            w.writerow([f"{t:g}", "" if e is None else f"{e:.6e}"])
-    _plots(out / "plots", predictor, want, errors, horizon, mode, traj[show], pred[show], truth_idx)
+    with locked_output(out, _ROLLOUT_USER):  # a second rollout into out meanwhile is refused
+        (out / "plots").mkdir(parents=True, exist_ok=True)
+        with replacing(out / "predictions.npz", "wb") as fh:  # the predicted fields, for the user's own analysis
+            layout = np.asarray(pred, dtype=np.float32)
+            np.savez(fh, prediction=layout[..., None] if channel else layout, times=np.asarray(want, dtype=np.float64),
+                     trajectories=np.asarray(indices, dtype=np.int64))
+        atomic_write_text(out / "rollout.json", json.dumps(metrics, indent=2))
+        with replacing(out / "rollout.csv", "w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(["time", "rel_l2"])
+            for t, e in zip(want, errors):
+                w.writerow([f"{t:g}", "" if e is None else f"{e:.6e}"])
+        _plots(out / "plots", predictor, want, errors, horizon, mode, traj[show], pred[show], truth_idx)
     metrics["out"] = str(out)
     return metrics
 

@@ -30,7 +30,7 @@ from .. import __version__
 from ..atomic import atomic_write_text, replacing, unwritable
 from ..interrupt import check_stop, ctrl_c_requests_stop
 from .callbacks import AtomicCheckpointIO, EpochLine, EpochShuffleSampler, FlushLoggersOnCheckpoint, StopOnRequest
-from ..config import ConfigError, TrainConfig, devices_value
+from ..config import ConfigError, SettingError, TrainConfig, devices_value, flag
 from ..data.datasets import has_batch, stack_samples, suspicious_samples
 from ..tasks.artifact import LoadError, Predictor, load, make_artifact, read_checkpoint
 from ..tasks.base import ensure_files
@@ -395,18 +395,20 @@ def _locked_run_dir(out: Path):
         os.close(fd)  # releases the lock; the file stays (removing it would let two processes lock different files)
 
 
-#: what an evaluation holding its output folder's lock is called when a second one is refused there
+#: what an evaluation or a rollout holding its output folder's lock is called when a second one is refused there
 _EVAL_USER = "a running opformer eval"
+_ROLLOUT_USER = "a running opformer rollout"
 
 
 @contextlib.contextmanager
-def _locked_eval_out(out: Path):
-    """Create ``out`` and hold ``out/.lock`` (the run directory's kind of lock) while an evaluation writes its files
-    there: a second eval into the same folder meanwhile is refused in one line instead of interleaving its files."""
+def locked_output(out: Path, user: str):
+    """Create ``out`` and hold ``out/.lock`` (the run directory's kind of lock) while an evaluation or a rollout
+    (``user``) writes its files there: a second one into the same folder meanwhile is refused in one line instead of
+    interleaving its files."""
     out.mkdir(parents=True, exist_ok=True)
     fd = os.open(out / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        _flock(fd, out, ConfigError, _EVAL_USER)
+        _flock(fd, out, ConfigError, user)
         _sign_lock(out)
         yield
     finally:
@@ -1377,6 +1379,17 @@ def distinct_output_folder(out: Path, record: str, source: dict) -> Path:
         folder = out.with_name(f"{out.name}-{k}")
 
 
+def count_argument(name: str, value, least: int = 1) -> int:
+    """``value``, the argument ``name`` of a Python entry point, as an int >= ``least`` (numpy integers too), else an
+    error naming it (its flag on the command line): a bool, a string or a float is refused, never converted."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
+        what = "a positive integer" if least == 1 else f"an integer >= {least}"
+        shown = str(int(value)) if isinstance(value, (int, np.integer)) and not isinstance(value, bool) else repr(value)
+        shown = shown if len(shown) <= 40 else type(value).__name__
+        raise SettingError(f"{name} must be {what}, got {shown}", f"{flag(name)} must be {what}, got {shown}")
+    return int(value)
+
+
 def evaluate(checkpoint, *, data: Optional[str] = None, keys=None, resolution: Optional[int] = None, out=None,
              batch_size: int = 32, plot_samples: int = 4, resample: str = "auto",
              time_key: Optional[str] = None) -> dict:
@@ -1386,6 +1399,8 @@ def evaluate(checkpoint, *, data: Optional[str] = None, keys=None, resolution: O
     of snapshot times (default: the training's name, or ``t``; a file without times is read at the training times)."""
     from ..pde.errors import DataError
 
+    resolution = None if resolution is None else count_argument("resolution", resolution)
+    batch_size, plot_samples = count_argument("batch_size", batch_size), count_argument("plot_samples", plot_samples, 0)
     checkpoint = Path(checkpoint)
     if out is not None:  # checked before the model is loaded and the data read (a file there is refused too)
         out = Path(out)
@@ -1450,7 +1465,7 @@ def evaluate(checkpoint, *, data: Optional[str] = None, keys=None, resolution: O
         "seconds": round(time.perf_counter() - started, 2),
         "version": __version__,
     }
-    with _locked_eval_out(out):
+    with locked_output(out, _EVAL_USER):
         plots = write_plots(predictor, test, out, plot_samples,
                             f"{predictor.artifact.get('run', 'model')} on {grid}", curves=False)
         metrics["plots"] = sorted(str(p) for p in plots)
@@ -1501,6 +1516,8 @@ def predict(model, *, data: str, out, keys=None, resolution: Optional[int] = Non
     from ..data.readers import open_source
     from ..pde.errors import DataError
 
+    resolution = None if resolution is None else count_argument("resolution", resolution)
+    batch_size = count_argument("batch_size", batch_size)
     out = Path(out)
     if out.suffix != ".npz":
         raise ConfigError(f"--out {out}: predictions are written as .npz; give a file name ending in .npz")
