@@ -3,11 +3,18 @@
 FNO1d (ex1): lift ``Linear(in + 1 -> 64)`` on (a, x); 4 layers ``K(v) + W v`` (spectral conv, 16 modes, plus 1x1
 conv), ReLU between layers (none after the last); head ``Linear(64, 128) -> ReLU -> Linear(128, out)``.
 549,569 parameters.  FNO2d (ex2/ex3): the same on (a, x, y) with width 32 and 12 x 12 modes: 2,368,001 parameters.
+
+``coord_features="periodic"`` lifts (a, cos 2 pi x, sin 2 pi x, ...) instead of (a, x, ...).  On data periodic on
+[0, 1)^d the raw coordinate is a sawtooth that jumps at the boundary: not band-limited, so its discrete Fourier
+coefficients, which the spectral layers act on, depend on the grid (by about pi k / n at frequency k on n points),
+and a model trained on a coarse grid then differs from itself on a finer one.  The periodic features are
+band-limited (frequency 1) and leave no such difference (docs/models.md, "FNO across grids").
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import ClassVar, Optional
 
 import torch
@@ -20,6 +27,8 @@ from ..nn.conditional import ConditionalAffine
 from .base import _CHANNELS_HELP, TIME_CONDITIONING, OperatorModel, _choice, _positive_int, _time_help
 
 __all__ = ["FNO1dConfig", "FNO1d", "FNO2dConfig", "FNO2d"]
+
+COORD_FEATURES = ("raw", "periodic")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,6 +43,7 @@ class FNO1dConfig:
     head_width: int = 128
     activation: str = "relu"
     time_conditioning: str = "none"
+    coord_features: str = "raw"
 
     #: one-line help of each field (``opformer train PRESET --help``); FNO2dConfig lists what it adds or changes
     FIELD_HELP: ClassVar[dict[str, str]] = {
@@ -45,6 +55,9 @@ class FNO1dConfig:
         "activation": "activation between the spectral layers (none after the last) and in the head: relu, gelu "
                       "or silu",
         "time_conditioning": _time_help("a lead-time scale and shift after each spectral layer"),
+        "coord_features": "position features lifted with the input: raw (the coordinates, as Li et al.) or periodic "
+                          "(cos 2 pi x and sin 2 pi x per axis: for data periodic on [0, 1), where the raw "
+                          "coordinate jumps at the boundary and makes a model differ between grids)",
     }
 
     def __post_init__(self):
@@ -52,6 +65,7 @@ class FNO1dConfig:
             _positive_int(name, getattr(self, name))
         _choice("activation", self.activation, ACTIVATIONS)
         _choice("time_conditioning", self.time_conditioning, TIME_CONDITIONING)
+        _choice("coord_features", self.coord_features, COORD_FEATURES)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,7 +99,8 @@ class _FNO(OperatorModel):
     def __init__(self, config=None, **kwargs):
         super().__init__(config, **kwargs)
         cfg = self.config
-        self.lift = nn.Linear(self.lift_channels + self.spatial_dim, cfg.width)
+        per_axis = 2 if cfg.coord_features == "periodic" else 1
+        self.lift = nn.Linear(self.lift_channels + per_axis * self.spatial_dim, cfg.width)
         # "norm" conditioning: a lead-time scale and shift after each spectral layer, the identity at initialisation
         self.cond = nn.ModuleList([ConditionalAffine(cfg.width) for _ in range(cfg.num_layers)]) if \
             cfg.time_conditioning == "norm" else None
@@ -97,8 +112,15 @@ class _FNO(OperatorModel):
             nn.Linear(cfg.width, cfg.head_width), activation(cfg.activation), nn.Linear(cfg.head_width, cfg.out_channels)
         )
 
+    def coord_features(self, coords: Tensor) -> Tensor:
+        """What the lift sees of the position: the coordinates, or (cos 2 pi x_i ..., sin 2 pi x_i ...)."""
+        if self.config.coord_features == "raw":
+            return coords
+        angle = 2 * math.pi * coords
+        return torch.cat((torch.cos(angle), torch.sin(angle)), dim=-1)
+
     def _run(self, x: Tensor, coords: Tensor, lead_time: Optional[Tensor] = None) -> Tensor:
-        v = self.lift(torch.cat((x, coords), dim=-1))
+        v = self.lift(torch.cat((x, self.coord_features(coords)), dim=-1))
         for i, layer in enumerate(self.layers):
             v = layer(v)
             if self.cond is not None:
