@@ -6,28 +6,20 @@ import re
 
 import numpy as np
 import pytest
-import yaml
 
 from opformer.cli import main
 from opformer.config import SettingError
-from opformer.train.config import load_preset
 from opformer.train.rollout import rollout_file
 from opformer.train.run import evaluate, predict
 
-from .conftest import TINY_MODEL, one_line_error
-from .test_eval_predict_paths import _run_dir
+from .conftest import one_line_error
+from .test_eval_predict_paths import burgers_runs  # noqa: F401 (a fixture)
 
 
 @pytest.fixture(scope="module")
-def burgers_run(burgers_file, tmp_path_factory):
+def burgers_run(burgers_runs):
     """A run directory of the untrained tiny 1D Burgers model (n = 64)."""
-    root = tmp_path_factory.mktemp("runs")
-    cfg = {"name": "tiny", "task": "burgers",
-           "data": {"path": str(burgers_file), "resolution": 64, "train_pool": 32, "n_val": 8, "n_train": 24,
-                    "n_test": 8},
-           "model": TINY_MODEL, "train": {"epochs": 3, "batch_size": 4}}
-    (root / "tiny.yaml").write_text(yaml.safe_dump(cfg))
-    return _run_dir(load_preset(str(root / "tiny.yaml")), root / "run")
+    return burgers_runs[0]
 
 
 @pytest.fixture(scope="module")

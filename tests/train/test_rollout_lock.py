@@ -2,17 +2,13 @@
 another rollout into it is refused in one line naming the folder and the holder's pid, and writes nothing there.
 See docs/guarantees.md."""
 
-import os
-
 import pytest
 
-from opformer.cli import main
 from opformer.train import rollout as rollout_module
 from opformer.train.config import apply_overrides, load_preset
 
-from .conftest import one_line_error
 from .test_eval_predict_paths import _run_dir
-from .test_run_dir_refusals import _hold_lock
+from .test_run_dir_refusals import second_writer_is_refused
 
 
 @pytest.fixture(scope="module")
@@ -28,29 +24,7 @@ def test_a_second_rollout_into_the_same_folder_is_refused(ns_run, ns_file, tmp_p
     """Given with --out, whether the first rollout started writing before or while the second rolls out, and in the
     default folder; once the first ends, the second runs and signs the lock with its pid."""
     folder = ns_run / "rollout-direct" if when == "default-folder" else tmp_path / "ro"
-    folder.mkdir()
     args = ["rollout", str(ns_run), "--data", str(ns_file), "--samples", "1"]
     args += [] if when == "default-folder" else ["--out", str(folder)]
-    held = []
-    if when == "while-it-rolls-out":
-        real = rollout_module._trajectories
-
-        def trajectories_as_the_first_rollout_starts_writing(*a, **k):
-            held.append(_hold_lock(folder))
-            return real(*a, **k)
-
-        monkeypatch.setattr(rollout_module, "_trajectories", trajectories_as_the_first_rollout_starts_writing)
-    else:
-        held.append(_hold_lock(folder))
-    try:
-        assert main(args) == 2
-        line = one_line_error(capsys.readouterr().err)
-    finally:
-        for fd in held:
-            os.close(fd)
-    assert line == (f"opformer: error: {folder} is in use by a running opformer rollout (pid 4242); wait for it to "
-                    "end, or choose another --out")
-    assert [p.name for p in folder.iterdir()] == [".lock"] and (folder / ".lock").read_text() == "4242\n"
-    monkeypatch.undo()
-    assert main(args) == 0, capsys.readouterr().err
-    assert (folder / "rollout.json").exists() and (folder / ".lock").read_text() == f"{os.getpid()}\n"
+    hook = (rollout_module, "_trajectories") if when == "while-it-rolls-out" else None
+    second_writer_is_refused(args, folder, "rollout", hook, "rollout.json", capsys, monkeypatch)

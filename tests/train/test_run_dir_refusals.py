@@ -177,28 +177,37 @@ def test_a_second_eval_into_the_same_folder_is_refused(finished_run, tmp_path, c
     naming the folder and the holder, and writes nothing there: given with --out, whether the first one started
     writing before or while the second evaluates, and in the default folder; once the first ends, it runs."""
     ev = finished_run / "eval-64" if when == "default-folder" else tmp_path / "ev"
-    ev.mkdir()
     args = ["eval", str(finished_run)] + ([] if when == "default-folder" else ["--out", str(ev)])
-    held = []
-    if when == "while-it-evaluates":
-        real = run_module._test_set
+    hook = (run_module, "_test_set") if when == "while-it-evaluates" else None
+    second_writer_is_refused(args, ev, "eval", hook, "metrics.json", capsys, monkeypatch)
 
-        def test_set_as_the_first_eval_starts_writing(*a, **k):
-            held.append(_hold_lock(ev))
+
+def second_writer_is_refused(args, folder, command, hook, written, capsys, monkeypatch):
+    """``opformer ARGS`` into ``folder`` while another process holds its lock (taken before the command, or, with
+    ``hook`` = (module, function name), as the command reaches that function) is refused in one line naming the folder
+    and the holder and writes nothing there; once the lock is free the same command runs, writes ``written`` and
+    signs the lock with its own pid."""
+    folder.mkdir()
+    held = []
+    if hook is not None:
+        real = getattr(*hook)
+
+        def lock_taken_as_the_command_gets_there(*a, **k):
+            held.append(_hold_lock(folder))
             return real(*a, **k)
 
-        monkeypatch.setattr(run_module, "_test_set", test_set_as_the_first_eval_starts_writing)
+        monkeypatch.setattr(*hook, lock_taken_as_the_command_gets_there)
     else:
-        held.append(_hold_lock(ev))
+        held.append(_hold_lock(folder))
     try:
         assert main(args) == 2
         line = one_line_error(capsys.readouterr().err)
     finally:
         for fd in held:
             os.close(fd)
-    assert line == (f"opformer: error: {ev} is in use by a running opformer eval (pid 4242); wait for it to end, or "
-                    "choose another --out")
-    assert [p.name for p in ev.iterdir()] == [".lock"] and (ev / ".lock").read_text() == "4242\n"
+    assert line == (f"opformer: error: {folder} is in use by a running opformer {command} (pid 4242); wait for it to "
+                    "end, or choose another --out")
+    assert [p.name for p in folder.iterdir()] == [".lock"] and (folder / ".lock").read_text() == "4242\n"
     monkeypatch.undo()
     assert main(args) == 0, capsys.readouterr().err
-    assert (ev / "metrics.json").exists() and (ev / ".lock").read_text() == f"{os.getpid()}\n"
+    assert (folder / written).exists() and (folder / ".lock").read_text() == f"{os.getpid()}\n"
