@@ -28,7 +28,7 @@ from ..config import one_line_warnings
 from ..interrupt import request_stop
 from .errors import DataError
 from .generate import BURGERS_R10, DARCY_R421, NS_FNO, RECIPES, SHEAR_LAYER, check_dataset, generate_dataset, make_recipe
-from .storage import partial_path
+from .storage import not_a_file, partial_path
 
 __all__ = ["register", "main"]
 
@@ -150,8 +150,8 @@ def _generate(args, recipe: dict) -> int:
         return 2
     out = Path(args.out)
     for where in (out, partial_path(out)):  # not HDF5's two lines, and no wait on a named pipe
-        if where.exists() and not where.is_file():
-            what = "a directory" if where.is_dir() else "a pipe, socket or device"
+        what = not_a_file(where)
+        if what is not None:
             if where == out:
                 todo = "give a file path" + (f", such as {out / (recipe['problem'] + '.h5')}" if out.is_dir() else "")
                 print(f"opformer: error: --out {args.out} is {what}; {todo}", file=sys.stderr)

@@ -73,6 +73,14 @@ def no_space_reason(exc: BaseException) -> str | None:
     return None
 
 
+def not_a_file(path: Path) -> str | None:
+    """What ``path`` is when it exists but is no regular file (``"a directory"``, ``"a pipe, socket or device"``),
+    else None: HDF5 would answer such a path in two lines, and a named pipe would make it wait."""
+    if not path.exists() or path.is_file():
+        return None
+    return "a directory" if path.is_dir() else "a pipe, socket or device"
+
+
 def _one_line(exc: BaseException) -> str:
     """The text of ``exc`` on one line (HDF5's messages hold the time with its newline)."""
     return " ".join(str(exc).split())
@@ -143,8 +151,9 @@ def read_header(path: str | os.PathLike) -> dict:
     path = Path(path)
     if not path.exists():
         raise DataError(f"{path}: file not found")
-    if not path.is_file():  # HDF5's error would take two lines, and a named pipe would make it wait
-        raise DataError(f"{path}: is {'a directory' if path.is_dir() else 'a pipe, socket or device'}, not a data file")
+    what = not_a_file(path)
+    if what is not None:
+        raise DataError(f"{path}: is {what}, not a data file")
     try:
         try:
             h5 = h5py.File(path, "r")

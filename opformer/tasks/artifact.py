@@ -162,12 +162,19 @@ MAX_ROLLOUT_STEPS = 1_000_000
 MIN_GRID_POINTS = 3
 
 
+def count_argument(name: str, value, least: int = 1) -> int:
+    """``value``, the argument ``name``, as an int >= ``least`` (numpy integers too), else an error naming it (its
+    flag on the command line): a bool, a string or a float is refused, never converted."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
+        what = "a positive integer" if least == 1 else f"an integer >= {least}"
+        shown = str(int(value)) if isinstance(value, (int, np.integer)) and not isinstance(value, bool) else repr(value)
+        raise _bad_argument(name, f"must be {what}, got {shown if len(shown) <= 40 else type(value).__name__}")
+    return int(value)
+
+
 def _check_batch_size(batch_size) -> int:
     """``batch_size`` as a positive int, else an error naming it (``--batch-size`` on the command line)."""
-    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
-        shown = repr(batch_size) if batch_size is None or np.ndim(batch_size) == 0 else type(batch_size).__name__
-        raise _bad_argument("batch_size", f"must be a positive integer, got {shown}")
-    return int(batch_size)
+    return count_argument("batch_size", batch_size)
 
 
 def _numbers(values, name: str, what: str) -> np.ndarray:

@@ -22,16 +22,13 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     held until the file is in place (:func:`opformer.interrupt.deferred`): raised inside ``torch.save`` it would
     surface as a torch ``RuntimeError`` instead of the interruption.  Reads only plain tensors and containers
     (``weights_only=True``).  A write the system refuses (permission denied, the directory gone) is reported as an
-    ``OSError`` of the checkpoint's own path, not of its temporary file."""
+    ``OSError`` of the checkpoint's own path, not of its temporary file (:func:`opformer.atomic.replacing`)."""
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path, storage_options: Optional[Any] = None) -> None:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            with deferred(), replacing(path, "wb") as fh:  # deferred outermost: the signal comes after the rename
-                torch.save(checkpoint, fh)
-        except OSError as exc:
-            raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from exc
+        with deferred(), replacing(path, "wb") as fh:  # deferred outermost: the signal comes after the rename
+            torch.save(checkpoint, fh)
 
     def load_checkpoint(self, path, map_location: Optional[Any] = lambda storage, loc: storage,
                         weights_only: Optional[bool] = None) -> dict[str, Any]:

@@ -97,9 +97,9 @@ def rollout_file(model, *, data, mode="direct", step: Optional[float] = None, ti
     the array or HDF5 attribute of the file's snapshot times (default: the training's)."""
     from ..config import ConfigError, OpformerWarning, SettingError
     from ..data.readers import open_source
-    from ..tasks.artifact import load
+    from ..tasks.artifact import count_argument, load
     from ..tasks.trajectories import even_step, rollout_times
-    from .run import _ROLLOUT_USER, count_argument, locked_output
+    from .run import _ROLLOUT_USER, locked_output
 
     for name, value, least in (("samples", samples, 1), ("show", show, 0)):
         if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value < least:

@@ -30,9 +30,9 @@ from .. import __version__
 from ..atomic import atomic_write_text, replacing, unwritable
 from ..interrupt import check_stop, ctrl_c_requests_stop
 from .callbacks import AtomicCheckpointIO, EpochLine, EpochShuffleSampler, FlushLoggersOnCheckpoint, StopOnRequest
-from ..config import ConfigError, SettingError, TrainConfig, devices_value, flag
+from ..config import ConfigError, TrainConfig, devices_value
 from ..data.datasets import has_batch, stack_samples, suspicious_samples
-from ..tasks.artifact import LoadError, Predictor, load, make_artifact, read_checkpoint
+from ..tasks.artifact import LoadError, Predictor, count_argument, load, make_artifact, read_checkpoint
 from ..tasks.base import ensure_files
 from ..tasks.losses import rel_l2
 from .config import model_error, resolve
@@ -1377,17 +1377,6 @@ def distinct_output_folder(out: Path, record: str, source: dict) -> Path:
             return folder
         k += 1
         folder = out.with_name(f"{out.name}-{k}")
-
-
-def count_argument(name: str, value, least: int = 1) -> int:
-    """``value``, the argument ``name`` of a Python entry point, as an int >= ``least`` (numpy integers too), else an
-    error naming it (its flag on the command line): a bool, a string or a float is refused, never converted."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
-        what = "a positive integer" if least == 1 else f"an integer >= {least}"
-        shown = str(int(value)) if isinstance(value, (int, np.integer)) and not isinstance(value, bool) else repr(value)
-        shown = shown if len(shown) <= 40 else type(value).__name__
-        raise SettingError(f"{name} must be {what}, got {shown}", f"{flag(name)} must be {what}, got {shown}")
-    return int(value)
 
 
 def evaluate(checkpoint, *, data: Optional[str] = None, keys=None, resolution: Optional[int] = None, out=None,
