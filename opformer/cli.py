@@ -6,6 +6,7 @@ import argparse
 import importlib
 import os
 import sys
+from pathlib import Path
 
 from . import __version__
 
@@ -43,14 +44,11 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except BrokenPipeError:
         return closed_pipe_status()
-    except (OSError, RuntimeError) as exc:  # a write that failed for lack of space: one line, not a traceback
-        found = _no_space(exc)
-        if found is None:
+    except (OSError, RuntimeError) as exc:  # a write that failed (a full disk, an I/O error): one line, no traceback
+        line = write_error_line(exc)
+        if line is None:
             raise
-        reason, cause = found
-        where = f" writing {cause.filename}" if getattr(cause, "filename", None) else ""
-        print(f"opformer: error: {reason}{where}; free some space and run the same command again (a training "
-              "continues from its last checkpoint with --resume)", file=sys.stderr)
+        print(f"opformer: error: {line}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # Ctrl-C while starting (importing torch), before a command handles it itself
         print("opformer: interrupted", file=sys.stderr)
@@ -65,6 +63,32 @@ def _command_parser(parser: argparse.ArgumentParser, args) -> argparse.ArgumentP
         if name is None or name not in subs[0].choices:
             return parser
         parser = subs[0].choices[name]
+
+
+def write_error_line(exc: BaseException, last_checkpoint=None) -> str | None:
+    """The error line for a write that the system refused (``exc``, or an exception it came from), or None: ``could
+    not write FILE: REASON`` (the system's reason) for the files written atomically (checkpoints, models, metrics,
+    plots), else, for a full disk, what is full and the file where known; a lack of space also says how to go on
+    (``last_checkpoint``: a training's last.ckpt, None where the command is not known)."""
+    import errno
+
+    from .atomic import failed_write
+
+    line, found = failed_write(exc), _no_space(exc)
+    if found is None:
+        return line
+    reason, cause = found
+    limit = getattr(cause, "errno", None) == errno.EFBIG or "ulimit" in reason
+    if line is None:
+        line = reason + (f" writing {cause.filename}" if getattr(cause, "filename", None) else "")
+    elif limit:
+        line += f" ({reason})"
+    line += "; raise the limit" if limit else "; free some space"
+    if last_checkpoint is None:
+        return line + " and run the same command again (a training continues from its last checkpoint with --resume)"
+    if Path(last_checkpoint).exists():
+        return line + f" and continue from {last_checkpoint} with the same command and --resume"
+    return line + " and run the same command again"
 
 
 def _no_space(exc: BaseException):

@@ -265,8 +265,7 @@ def _train(args: argparse.Namespace) -> int:
     except (RunDirError, DivergenceError, DataError, ConfigError, LoadError) as exc:
         return _fail(exc)
     except OSError as exc:  # a full disk, a directory that vanished, a permission taken away
-        where = f"{exc.filename}: " if exc.filename else ""
-        return _fail(f"{where}{exc.strerror or exc}")
+        return _fail(_os_error(exc, out))
     except KeyboardInterrupt:
         print(_interrupted(out, "terminated" if received else "interrupted"), file=sys.stderr)
         return 128 + (received[0] if received else signal.SIGINT)
@@ -284,6 +283,15 @@ def _train(args: argparse.Namespace) -> int:
             f"metrics: {out}/metrics.json\nplots:   " + "\n         ".join(f"{out}/{p}" for p in metrics["plots"])
         )
     return 0
+
+
+def _os_error(exc: OSError, out: str) -> str:
+    """The one line for a training that the system stopped: the file it could not write (a checkpoint, the config,
+    the metrics) or read, and the system's reason; for a full disk, how to go on once there is space."""
+    from ..cli import write_error_line
+
+    line = write_error_line(exc, Path(out) / "checkpoints" / "last.ckpt")
+    return line or f"{f'{exc.filename}: ' if exc.filename else ''}{exc.strerror or exc}"
 
 
 def _interrupted(out: str, how: str) -> str:

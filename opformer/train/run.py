@@ -30,7 +30,7 @@ from .. import __version__
 from ..atomic import atomic_write_text, replacing, unwritable
 from ..interrupt import check_stop, ctrl_c_requests_stop
 from .callbacks import AtomicCheckpointIO, EpochLine, EpochShuffleSampler, FlushLoggersOnCheckpoint, StopOnRequest
-from ..config import ConfigError, TrainConfig, devices_value
+from ..config import ConfigError, SettingError, TrainConfig, devices_value
 from ..data.datasets import has_batch, stack_samples, suspicious_samples
 from ..tasks.artifact import LoadError, Predictor, count_argument, load, make_artifact, read_checkpoint
 from ..tasks.base import ensure_files
@@ -89,7 +89,8 @@ def absolute_data_paths(cfg: dict) -> dict:
 
 
 def check_out_dir(out: Path, cfg: dict, resume: bool, overwrite: bool, *, compare_model: bool = True,
-                  locked: bool = False, fitted_train: tuple = (), data: Optional[dict] = None) -> Optional[Path]:
+                  locked: bool = False, fitted_train: tuple = (), data: Optional[dict] = None,
+                  explicit: frozenset = frozenset()) -> Optional[Path]:
     """Refuse a directory holding a different run, or one a running training holds (reads only); returns the
     checkpoint to resume from (or None), read once with the safe loader so that a damaged or hostile file ends the
     start with one line before Lightning opens it.
@@ -100,7 +101,9 @@ def check_out_dir(out: Path, cfg: dict, resume: bool, overwrite: bool, *, compar
     fields of the train section (those the task may still set from the data's grid); ``locked``: this process holds
     the directory's lock.  A checkpoint of another run (another task, model or config) and data that changed since
     the run started (the fingerprints and split sizes the checkpoint records) are refused; ``data``: this start's
-    :func:`data_record`, once the data are loaded (before, the recorded files that exist are compared)."""
+    :func:`data_record`, once the data are loaded (before, the recorded files that exist are compared).
+    ``explicit``: the fields the user set (flags), which fitting the model to the data never changes: with
+    ``compare_model=False``, a refusal lists those of the model that differ too, first."""
     if out.exists() and not out.is_dir():
         raise RunDirError(f"--out {out} is a file, not a directory")
     if not _is_rank_zero():
@@ -163,6 +166,8 @@ def check_out_dir(out: Path, cfg: dict, resume: bool, overwrite: bool, *, compar
             if a["train"].get("epochs") != b["train"].get("epochs"):
                 hint = (f". The one-cycle learning-rate schedule spans the {a['train'].get('epochs')} epochs of that run, "
                         "so it cannot be lengthened; train a new run with the epochs you want into another --out")
+            if not compare_model:  # the model's fields that the user set are compared already: they are listed first
+                a, b = _compared(old, cfg, compare_model, fitted_train, explicit)
             raise RunDirError(f"{out} holds a different run; --resume needs the same config (as in {source.name}). "
                               f"Differences: {_diff(a, b)}{hint}")
     if ck is None:
@@ -293,14 +298,20 @@ def _check_same_data(ck: dict, data: Optional[dict]) -> None:
                                   f"samples, it had {n}; {advice}")
 
 
-def _compared(old: dict, cfg: dict, compare_model: bool, fitted_train) -> tuple[dict, dict]:
+def _compared(old: dict, cfg: dict, compare_model: bool, fitted_train, explicit=frozenset()) -> tuple[dict, dict]:
     """The stored run config ``old`` and the new ``cfg`` as compared for a resume (``compare_model=False``: without
-    the model section and the ``fitted_train`` fields, before the model is sized to the data)."""
+    the model section and the ``fitted_train`` fields, before the model is sized to the data, except the fields
+    named in ``explicit``: those the user set, which the sizing keeps)."""
     a, b = _config_for_comparison(absolute_data_paths(old)), _config_for_comparison(cfg)
     if not compare_model:
-        a.pop("model", None), b.pop("model", None)
+        for c in (a, b):
+            model = c.pop("model", None)
+            kept = {k: v for k, v in model.items() if k in explicit} if isinstance(model, dict) else {}
+            if kept:
+                c["model"] = kept
         for key in fitted_train:
-            a.get("train", {}).pop(key, None), b.get("train", {}).pop(key, None)
+            if key not in explicit:
+                a.get("train", {}).pop(key, None), b.get("train", {}).pop(key, None)
     return a, b
 
 
@@ -359,17 +370,36 @@ def _flock(fd: int, out: Path, error=RunDirError, user: str = "a running trainin
         if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
             raise
         os.lseek(fd, 0, os.SEEK_SET)
-        holder = os.read(fd, 64).decode(errors="replace").strip() or "?"
-        raise error(f"{out} is in use by {user} (pid {holder}); wait for it to end, or choose another --out") from None
+        pid, command = _lock_holder(os.read(fd, 128))
+        holder = _LOCK_USERS.get(command, f"a running opformer {command}") if command else user
+        raise error(f"{out} is in use by {holder} (pid {pid}); wait for it to end, or choose another --out") from None
 
 
-def _sign_lock(out: Path) -> None:
-    """Write this process's pid into ``out/.lock``, which it holds, for a refused second command to name; only once
-    the command is past its checks, so that a refused one leaves the file as it was."""
+#: what each command that holds a lock is called when another command is refused there (the lock file records the
+#: command, ``PID COMMAND``; a lock file of an earlier version holds the pid alone, and the refused command then
+#: names the holder by its own kind, as that version did)
+_LOCK_USERS = {"train": "a running training", "eval": "a running opformer eval",
+               "rollout": "a running opformer rollout"}
+
+
+def _lock_holder(content: bytes) -> tuple[str, Optional[str]]:
+    """(the pid, the command or None) that the lock file's ``content`` records: ``PID COMMAND`` (``PID`` alone in an
+    earlier version's file); anything else in the file is not repeated to the user."""
+    words = content.decode(errors="replace").split("\n", 1)[0].split()
+    if not words or not words[0].isdigit():
+        return "?", None
+    command = words[1] if len(words) > 1 and words[1].isalpha() and len(words[1]) <= 20 else None
+    return words[0], command
+
+
+def _sign_lock(out: Path, command: str) -> None:
+    """Write this process's pid and ``command`` (``train``, ``eval``, ``rollout``) into ``out/.lock``, which it holds,
+    for a refused second command to name; only once the command is past its checks, so that a refused one leaves
+    the file as it was."""
     fd = os.open(out / LOCK, os.O_WRONLY)
     try:
         os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
+        os.write(fd, f"{os.getpid()} {command}\n".encode())
     finally:
         os.close(fd)
 
@@ -396,8 +426,8 @@ def _locked_run_dir(out: Path):
 
 
 #: what an evaluation or a rollout holding its output folder's lock is called when a second one is refused there
-_EVAL_USER = "a running opformer eval"
-_ROLLOUT_USER = "a running opformer rollout"
+_EVAL_USER = _LOCK_USERS["eval"]
+_ROLLOUT_USER = _LOCK_USERS["rollout"]
 
 
 @contextlib.contextmanager
@@ -409,7 +439,7 @@ def locked_output(out: Path, user: str):
     fd = os.open(out / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         _flock(fd, out, ConfigError, user)
-        _sign_lock(out)
+        _sign_lock(out, next((cmd for cmd, name in _LOCK_USERS.items() if name == user), "opformer"))
         yield
     finally:
         os.close(fd)  # the file stays, as the run directory's
@@ -900,7 +930,7 @@ def _train(cfg: dict, out, resume: bool, overwrite: bool, progress: bool, explic
     run0 = resolve(cfg)
     check_hardware(run0.train)
     check_out_dir(out, run0.raw, resume, overwrite, compare_model=False,  # fail early, before the data
-                  fitted_train=run0.task.fitted_train_fields)
+                  fitted_train=run0.task.fitted_train_fields, explicit=explicit)
     run, bundle, operator, artifact, notes = prepare_run(cfg, explicit, progress)
     record = data_record(bundle)
     had_lock = (out / LOCK).exists()
@@ -1069,7 +1099,7 @@ def _fit(run, bundle, operator, artifact, notes, out: Path, ckpt_path, resume: b
     with _lightning_refusals():
         trainer = _trainer(t, out, progress, [best_cb, last_cb] + ([started] if started is not None else []))
     if _is_rank_zero():
-        _sign_lock(out)  # the start is validated: its first write
+        _sign_lock(out, "train")  # the start is validated: its first write
         if (overwrite and not resume) or (ckpt_path is None and _never_checkpointed(out)):
             held = _set_aside_run(out)
             stale = sorted(p.name for p in out.iterdir() if p.is_dir() and p.name.startswith(("eval-", "rollout-"))
@@ -1284,8 +1314,33 @@ def write_plots(predictor: Predictor, ds, out: Path, k: int, title: str, curves:
     return [Path(p) for p in written]
 
 
+def _resolution_argument(resolution) -> Optional[int]:
+    """Evaluate's and predict's ``resolution`` as an int (None: the file's grid).  A value that is no integer (a
+    string, a float, a bool) is refused at once; a count below 1 is refused once the stored grid is read, with the
+    resolutions it has (:func:`_test_set`), as any other resolution that is no stride of it."""
+    if resolution is None:
+        return None
+    if isinstance(resolution, (int, np.integer)) and not isinstance(resolution, bool):
+        return int(resolution)
+    return count_argument("resolution", resolution)  # raises: no integer
+
+
 def _test_set(predictor: Predictor, data: Optional[str], keys, resolution: Optional[int]):
-    """The test dataset of an evaluation: every sample of ``data``, or the run's own test split."""
+    """The test dataset of an evaluation: every sample of ``data``, or the run's own test split.  A ``resolution``
+    that is no stride of the stored grid, or below 1, is refused naming the grid's possible resolutions."""
+    from ..pde.errors import DataError
+
+    try:
+        return _read_test_set(predictor, data, keys, resolution)
+    except DataError as exc:
+        possible = str(exc).partition("; possible: ")[2] if resolution is not None and resolution < 1 else ""
+        if not possible:
+            raise
+        text = f"must be a positive integer, got {resolution}; possible: {possible}"
+        raise SettingError(f"resolution {text}", f"--resolution {text}") from None
+
+
+def _read_test_set(predictor: Predictor, data: Optional[str], keys, resolution: Optional[int]):
     from ..config import DataConfig
 
     task, art = predictor.task, predictor.artifact
@@ -1302,10 +1357,9 @@ def _test_set(predictor: Predictor, data: Optional[str], keys, resolution: Optio
         raise ConfigError("give the data to evaluate on with --data FILE (this model does not name its run's data)")
     from ..config import check_section
 
-    d = dict(run_cfg["data"])
-    if resolution is not None:
-        d["resolution"] = resolution
-    dcfg = check_section(DataConfig, d, "data")
+    dcfg = check_section(DataConfig, dict(run_cfg["data"]), "data")
+    if resolution is not None:  # checked against the stored grid by the task's loader (which lists what it has)
+        dcfg = dataclasses.replace(dcfg, resolution=resolution)
     files = ensure_files(task, dcfg, predictor.options)
     bundle = task.load(dcfg, predictor.options, files, splits=("test",), normalizers=norms)
     return bundle, str(files.get("test") or files["train"])
@@ -1388,7 +1442,7 @@ def evaluate(checkpoint, *, data: Optional[str] = None, keys=None, resolution: O
     of snapshot times (default: the training's name, or ``t``; a file without times is read at the training times)."""
     from ..pde.errors import DataError
 
-    resolution = None if resolution is None else count_argument("resolution", resolution)
+    resolution = _resolution_argument(resolution)
     batch_size, plot_samples = count_argument("batch_size", batch_size), count_argument("plot_samples", plot_samples, 0)
     checkpoint = Path(checkpoint)
     if out is not None:  # checked before the model is loaded and the data read (a file there is refused too)
@@ -1505,7 +1559,7 @@ def predict(model, *, data: str, out, keys=None, resolution: Optional[int] = Non
     from ..data.readers import open_source
     from ..pde.errors import DataError
 
-    resolution = None if resolution is None else count_argument("resolution", resolution)
+    resolution = _resolution_argument(resolution)
     batch_size = count_argument("batch_size", batch_size)
     out = Path(out)
     if out.suffix != ".npz":
@@ -1563,6 +1617,7 @@ def predict(model, *, data: str, out, keys=None, resolution: Optional[int] = Non
         _warn_samples_last(data, keys[0], src.shapes[keys[0]], predictor.task.dim)
         x = src.read(keys[0], np.arange(src.n_samples))
         if resolution is not None:
+            count_argument("resolution", resolution)  # a count below 1 first: it is wrong with targets too
             raise ConfigError("--resolution needs a file with targets; give the inputs at the wanted resolution")
         arrays = {"prediction": predictor.predict(x, batch_size=batch_size)}
         summary.update(n=int(x.shape[0]))

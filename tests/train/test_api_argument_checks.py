@@ -35,8 +35,13 @@ BAD = [("17", "'17'"), (17.0, "17.0"), (True, "True"), (0, "0"), (-4, "-4"), (np
        ([32], "[32]")]
 
 
-@pytest.mark.parametrize("value, shown", BAD)
-@pytest.mark.parametrize("name", ["resolution", "batch_size"])
+#: (an integer resolution below 1 is refused once the stored grid is read, with its sizes:
+#: test_resolution_possible_sizes.py)
+NO_INTEGER = [(value, shown) for value, shown in BAD if not isinstance(value, (int, np.integer)) or value is True]
+
+
+@pytest.mark.parametrize("name, value, shown", [("batch_size", *case) for case in BAD]
+                         + [("resolution", *case) for case in NO_INTEGER])
 def test_evaluate_and_predict_refuse_a_number_that_is_no_positive_integer(burgers_run, pairs, tmp_path, name,
                                                                           value, shown):
     for call in (lambda: evaluate(burgers_run, data=str(pairs), keys=["x", "y"], out=tmp_path / "ev", **{name: value}),
@@ -68,7 +73,7 @@ def test_the_command_line_names_the_flag(burgers_run, pairs, tmp_path, capsys):
                 ["predict", str(burgers_run), "--out", str(tmp_path / "p.npz")]):
         assert main([*cmd, "--data", str(pairs), "--keys", "x,y", "--resolution", "0"]) == 2
         line = one_line_error(capsys.readouterr().err)
-        assert line == "opformer: error: --resolution must be a positive integer, got 0"
+        assert line == "opformer: error: --resolution must be a positive integer, got 0; possible: 64, 32, 16, 8, 4"
     assert list(tmp_path.iterdir()) == []
 
 

@@ -690,6 +690,7 @@ def test_a_write_refused_for_lack_of_space_is_one_line(tiny_config, tmp_path):
                           preexec_fn=limit)
     assert proc.returncode == 2, proc.stderr[-2000:]
     line = one_line_error(proc.stderr)
-    assert line.startswith("opformer: error: the file size limit of this process (ulimit -f) is reached")
+    assert line.startswith("opformer: error: could not write ")
+    assert "the file size limit of this process (ulimit -f) is reached" in line
     assert "run the same command again" in line and "Traceback" not in proc.stderr
     assert not list(out.rglob("*.tmp"))  # the refused write left no temporary file

@@ -69,7 +69,7 @@ def test_a_refused_resume_leaves_the_lock_file_as_it_was(finished_run, tiny_conf
     assert tree(finished_run) == before and lock.stat().st_mtime_ns == stamp
     assert lock.read_text() == "4242\n"
     assert _train_cli(tiny_config, finished_run, "--resume") == 0, capsys.readouterr().err
-    assert lock.read_text() == f"{os.getpid()}\n"
+    assert lock.read_text() == f"{os.getpid()} train\n"
 
 
 # --- a checkpoint of another run: the model differences first ----------------------------------------------------------
@@ -123,7 +123,7 @@ def test_a_refused_checkpoint_write_names_the_checkpoint(tiny_config, tmp_path, 
         reason = "No such file or directory"
     assert _train_cli(tiny_config, out) == 2
     line = one_line_error(capsys.readouterr().err)
-    assert re.fullmatch(rf"opformer: error: {re.escape(str(ckdir))}/(best|last)\.ckpt: {reason}", line), line
+    assert re.fullmatch(rf"opformer: error: could not write {re.escape(str(ckdir))}/(best|last)\.ckpt: {reason}", line), line
     assert not list(out.rglob("*.tmp"))
 
 
@@ -210,4 +210,4 @@ def second_writer_is_refused(args, folder, command, hook, written, capsys, monke
     assert [p.name for p in folder.iterdir()] == [".lock"] and (folder / ".lock").read_text() == "4242\n"
     monkeypatch.undo()
     assert main(args) == 0, capsys.readouterr().err
-    assert (folder / written).exists() and (folder / ".lock").read_text() == f"{os.getpid()}\n"
+    assert (folder / written).exists() and (folder / ".lock").read_text() == f"{os.getpid()} {command}\n"
