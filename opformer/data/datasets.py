@@ -105,9 +105,11 @@ class UnitGaussianNormalizer(torch.nn.Module):
                             f"least 2 training samples; the training split has {x.shape[0] if x.ndim else 0} (more "
                             "samples, or a smaller --n-val/--n-test)")
         if per_point:
-            return cls(x.mean(0), x.std(0), eps, nodes, kind=kind, axes=axes)
+            std = x.std(0)
+            return cls(x.mean(0), std, _scaled_eps(eps, std), nodes, kind=kind, axes=axes)
         flat = x.reshape(-1, x.shape[-1])
-        return cls(flat.mean(0), flat.std(0), eps, nodes, kind=kind)
+        std = flat.std(0)
+        return cls(flat.mean(0), std, _scaled_eps(eps, std), nodes, kind=kind)
 
     @property
     def per_point(self) -> bool:
@@ -161,6 +163,19 @@ class UnitGaussianNormalizer(torch.nn.Module):
 
 
 _KINDS = ("node", "cell", "periodic")
+
+
+def _scaled_eps(eps: float, std: torch.Tensor) -> float:
+    """``eps``, or the data's own spread where that is smaller: the smallest root-mean-square ``std`` (*grid,
+    channels) of a channel that varies.  The reference's absolute 1e-5 is negligible next to the spread of data in
+    units of order one (the paper's data: 1e-3 and up), but data in small units (a spread of 4e-9) were divided by
+    ~eps instead of their spread and standardized to ~4e-4: a model's starting outputs of order one decoded to noise
+    far above the targets (a 1-epoch FNO: relative L2 0.54 against 0.058 on the same data in larger units).
+    Unchanged (``eps``) for every spread >= eps and for data that do not vary at all."""
+    s = std.double().reshape(-1, std.shape[-1]) if std.dim() else std.double().reshape(1, 1)
+    rms = s.pow(2).mean(0).sqrt()
+    rms = rms[rms > 0]
+    return float(min(eps, float(rms.min()))) if rms.numel() else float(eps)
 
 
 def _standard_axis(kind: str, n: int) -> np.ndarray:

@@ -43,6 +43,14 @@ def _first_line(exc: BaseException) -> str:
     return lines[0] if lines else f"{type(exc).__name__}: no further detail"
 
 
+def _hdf5_detail(exc: BaseException) -> str:
+    """What went wrong opening an HDF5 file, in the user's words where h5py's are the library's."""
+    text = _first_line(exc)
+    if "file signature not found" in text:
+        return "not an HDF5 file: truncated, or written by something else"
+    return text
+
+
 def _torch_load_detail(exc: BaseException) -> str:
     """What went wrong in a failed ``torch.load``, in one short clause: the first sentence of its message, or
     "unrecognised content" for the legacy loader's bare ``KeyError`` on a file torch.save did not write."""
@@ -59,6 +67,15 @@ def _hdf5_datasets(h5) -> list[str]:
     return names
 
 
+def _unsupported(suffix: str) -> str:
+    """Why a file type is refused, with the way to a supported one for a bare NumPy array."""
+    text = f"unsupported file type {suffix!r}; expected .h5/.hdf5, .mat, .npz or .pt"
+    if suffix == ".npy":
+        text += (" (a .npy holds one unnamed array: save the arrays by name in one file, "
+                 "np.savez('data.npz', INPUT=inputs, TARGET=targets), and give --keys INPUT,TARGET)")
+    return text
+
+
 def _check_npz(path: Path) -> None:
     """np.savez writes a zip archive; anything else (an empty or cut-off file, text, a bare .npy) is refused here,
     before np.load could read it as a pickle or fail with zipfile's own wording."""
@@ -68,6 +85,42 @@ def _check_npz(path: Path) -> None:
         what = ("an empty file" if path.stat().st_size == 0 else
                 "not a zip archive: truncated, or not written by np.savez")
         raise DataError(f"{path}: cannot be read as .npz ({what})")
+
+
+def _npz_object_keys(path: Path, keys) -> list[str]:
+    """The members among ``keys`` of an ``.npz`` whose dtype holds Python objects (np.save pickles them; loading
+    them could run code), read from the .npy headers only."""
+    import zipfile
+
+    found = []
+    with zipfile.ZipFile(path) as z:
+        names = set(z.namelist())
+        for key in keys:
+            member = f"{key}.npy"
+            if member not in names:
+                continue
+            try:
+                with z.open(member) as fh:
+                    major, _ = np.lib.format.read_magic(fh)
+                    read = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
+                    _, _, dtype = read(fh)
+            except (ValueError, OSError, zipfile.BadZipFile):
+                continue  # a damaged member: np.load says what is wrong with it
+            if np.dtype(dtype).hasobject:
+                found.append(key)
+    return found
+
+
+def _empty_file(path: Path, what: str) -> None:
+    """A DataError for a file of 0 bytes (``what``: the format it was to be read as), before a reader's own words."""
+    if path.is_file() and path.stat().st_size == 0:
+        raise DataError(f"{path}: cannot be read as {what} (an empty file)")
+
+
+def _pickle_refusal(keys) -> str:
+    names = ", ".join(repr(k) for k in keys)
+    return (f"refused: {'key' if len(keys) == 1 else 'keys'} {names} hold{'s' if len(keys) == 1 else ''} pickled "
+            "Python objects (loading them can run code); save numeric arrays instead: np.savez(FILE, NAME=array, ...)")
 
 
 def safe_torch_load(path, error: type[Exception], refused: str, unreadable: str):
@@ -151,7 +204,7 @@ class _File:
         elif suffix == ".pt":
             self._load_pt()
         else:
-            raise DataError(f"{path}: unsupported file type {suffix!r}; expected .h5/.hdf5, .mat, .npz or .pt")
+            raise DataError(f"{path}: {_unsupported(suffix)}")
         self._check_samples()
 
     # -- opening ---------------------------------------------------------------------------------------------
@@ -162,6 +215,7 @@ class _File:
                 raise MissingKeyError(f"{self.path}: key {key!r} not found; available keys: {available}")
 
     def _probe_hdf5(self) -> None:
+        _empty_file(self.path, "HDF5")
         try:
             with h5py.File(self.path, "r") as h5:
                 if h5.attrs.get("format") == FORMAT:
@@ -181,11 +235,12 @@ class _File:
                     shape = tuple(h5[key].shape)
                     self.shapes[key] = shape[::-1] if self.transposed else shape
         except OSError as exc:
-            raise DataError(f"{self.path}: cannot be read as HDF5 ({exc})") from exc
+            raise DataError(f"{self.path}: cannot be read as HDF5 ({_hdf5_detail(exc)})") from None
 
     def _load_mat_v5(self) -> None:
         import scipy.io
 
+        _empty_file(self.path, "a MATLAB file")
         try:
             data = scipy.io.loadmat(self.path, variable_names=list(self.keys))
         except Exception as exc:  # scipy raises several types for corrupt files
@@ -198,6 +253,9 @@ class _File:
 
     def _load_npz(self) -> None:
         _check_npz(self.path)
+        pickled = _npz_object_keys(self.path, self.keys)
+        if pickled:
+            raise DataError(f"{self.path}: {_pickle_refusal(pickled)}")
         try:
             with np.load(self.path, allow_pickle=False) as data:
                 self._missing(data.files)
@@ -269,6 +327,15 @@ def _nonfinite_rows(block: np.ndarray) -> np.ndarray:
     return ~np.isfinite(block.reshape(block.shape[0], -1)).all(axis=1)
 
 
+#: the largest float32: the datasets hand the models float32 tensors, where a larger value becomes inf
+_F32_MAX = float(np.finfo(np.float32).max)
+
+
+def _beyond_float32_rows(block: np.ndarray) -> np.ndarray:
+    """Per sample (first axis) of ``block``: whether it holds a finite value beyond float32's range."""
+    return (np.abs(block.reshape(block.shape[0], -1)) > _F32_MAX).any(axis=1)
+
+
 class ArraySource:
     """Named sample arrays of one data set, read by global sample index without loading everything.
 
@@ -334,12 +401,13 @@ class ArraySource:
         self._canonical = canonical_recipe(ref.header["recipe"])
 
     @staticmethod
-    def _nonfinite_samples(f, key: str) -> list[int]:
-        """The samples of ``key`` in file ``f`` (its own positions) that hold NaN or inf, read in blocks."""
+    def _nonfinite_samples(f, key: str, rows=_nonfinite_rows) -> list[int]:
+        """The samples of ``key`` in file ``f`` (its own positions) that hold NaN or inf (``rows``: another test
+        per sample), read in blocks."""
         per = max(1, (1 << 24) // max(1, int(np.prod(f.shapes[key][1:]))))  # about 16M values a block
         bad: list[int] = []
         for lo in range(0, f.n_samples, per):
-            bad += (np.flatnonzero(_nonfinite_rows(f.read(key, lo, min(lo + per, f.n_samples)))) + lo).tolist()
+            bad += (np.flatnonzero(rows(f.read(key, lo, min(lo + per, f.n_samples)))) + lo).tolist()
         return bad
 
     def describe(self) -> str:
@@ -371,11 +439,20 @@ class ArraySource:
                 f = self._files[fi]
                 lo, hi = lo_run - self._offsets[fi], min(hi_run, self._offsets[fi + 1]) - self._offsets[fi]
                 block = f.read(key, int(lo), int(hi))
-                if _nonfinite_rows(block).any():  # every such sample of the file named, not only those of this read (a split)
+                # one pass for both checks: a row's largest |value| is NaN or inf where the row holds one
+                largest = (np.abs(block.reshape(block.shape[0], -1)).max(axis=1) if block[:1].size else
+                           np.zeros(block.shape[0]))
+                if not np.isfinite(largest).all():  # every such sample of the file named, not only those of this read (a split)
                     which = self._nonfinite_samples(f, key)
                     shown = ", ".join(map(str, which[:8])) + (f" and {len(which) - 8} more" if len(which) > 8 else "")
                     raise DataError(f"{f.path}: key {key!r} contains NaN or inf in {len(which)} of its "
                                     f"{f.n_samples} samples: {shown} (shape {f.shapes[key]})")
+                if (largest > _F32_MAX).any():  # float32 (the models' precision) would make them inf
+                    which = self._nonfinite_samples(f, key, _beyond_float32_rows)
+                    shown = ", ".join(map(str, which[:8])) + (f" and {len(which) - 8} more" if len(which) > 8 else "")
+                    raise DataError(f"{f.path}: key {key!r} holds values beyond float32's range (|x| > "
+                                    f"{_F32_MAX:.3g}, largest {largest.max():.3g}) in {len(which)} of its "
+                                    f"{f.n_samples} samples: {shown}; the models compute in float32: rescale the data")
                 out[pos : pos + block.shape[0]] = block
                 pos += block.shape[0]
                 lo_run += hi - lo
@@ -395,6 +472,8 @@ def describe_arrays(path) -> list[tuple[str, tuple, str]]:
         raise DataError(f"{path}: no such file")
     suffix = path.suffix.lower()
     found: list[tuple[str, tuple, str]] = []
+    if suffix in _HDF5_SUFFIXES or suffix == ".mat":
+        _empty_file(path, "a MATLAB file" if suffix == ".mat" else "HDF5")
     if suffix in _HDF5_SUFFIXES or (suffix == ".mat" and h5py.is_hdf5(path)):
         flip = suffix == ".mat"
         try:
@@ -406,7 +485,7 @@ def describe_arrays(path) -> list[tuple[str, tuple, str]]:
                     shape = tuple(h5[name].shape)
                     found.append((name, shape[::-1] if flip else shape, str(h5[name].dtype)))
         except OSError as exc:
-            raise DataError(f"{path}: cannot be read as HDF5 ({_first_line(exc)})") from None
+            raise DataError(f"{path}: cannot be read as HDF5 ({_hdf5_detail(exc)})") from None
     elif suffix == ".mat":
         import scipy.io
 
@@ -433,7 +512,7 @@ def describe_arrays(path) -> list[tuple[str, tuple, str]]:
         found = [(str(k), tuple(v.shape), str(v.dtype).replace("torch.", "")) if hasattr(v, "shape") else
                  (str(k), (), f"{type(v).__name__} (not an array)") for k, v in data.items()]
     else:
-        raise DataError(f"{path}: unsupported file type {suffix!r}; expected .h5/.hdf5, .mat, .npz or .pt")
+        raise DataError(f"{path}: {_unsupported(suffix)}")
     return found
 
 

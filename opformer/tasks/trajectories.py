@@ -110,14 +110,63 @@ def _one_time_axis(values, path, time_key: str) -> np.ndarray:
     return t.reshape(-1)
 
 
-def time_array_hint(path, key: str, n_times: int) -> str:
-    """'; the file has an array 'times' of N values: --time-key times names them' for the arrays of ``path``
-    (other than ``key``) that hold ``n_times`` values, else ''."""
+def _time_attributes(path, key: str, n_times: int) -> list[str]:
+    """The HDF5 attributes of ``n_times`` values that ``--time-key`` can name for the trajectory dataset ``key``
+    (where :func:`stored_times` looks: the dataset's, its groups' from the nearest up, the file's); ``[]`` for
+    other files."""
+    if not str(path).endswith((".h5", ".hdf5")):
+        return []
+    import h5py
+
+    names: list[str] = []
+    try:
+        with h5py.File(path, "r") as h5:
+            parts = key.strip("/").split("/")
+            groups = ["/".join(parts[:i]) for i in range(len(parts) - 1, 0, -1)]
+            for obj in (h5.get(key), *(h5.get(g) for g in groups), h5):
+                if obj is None:
+                    continue
+                for name in obj.attrs:
+                    try:
+                        size = np.asarray(obj.attrs[name]).size
+                    except (OSError, TypeError, ValueError):  # an attribute h5py cannot read as values
+                        continue
+                    if size == n_times and name not in names:
+                        names.append(name)
+    except OSError:
+        return []
+    return names
+
+
+def _time_candidates(path, key: str, n_times: int) -> list[str]:
+    """The arrays (other than ``key``) of ``path`` that hold ``n_times`` values per row, then its HDF5 attributes of
+    ``n_times`` values: what ``--time-key`` could name."""
     names = [name for name, shape in _array_shapes(path).items()
              if name != key and len(shape) in (1, 2) and shape[-1] == n_times]
+    return names + [name for name in _time_attributes(path, key, n_times) if name not in names]
+
+
+def time_array_hint(path, key: str, n_times: int) -> str:
+    """'; the file has 'times' of N values: --time-key times names them' for the arrays of ``path`` (other than
+    ``key``) and its HDF5 attributes that hold ``n_times`` values, else ''."""
+    names = _time_candidates(path, key, n_times)
     if not names:
         return ""
     return f"; the file has {', '.join(repr(n) for n in names[:3])} of {n_times} values: --time-key {names[0]} names them"
+
+
+def _missing_time_key(path, key: str, n_times: int, time_key: str) -> str:
+    """The error for a ``--time-key`` that names nothing in ``path``, with what the file has instead: the arrays or
+    attributes of ``n_times`` values, else its arrays."""
+    names = _time_candidates(path, key, n_times)
+    if names:
+        found = (f"; the file has {', '.join(repr(n) for n in names[:5])} of {n_times} values (one per snapshot): "
+                 f"--time-key {names[0]} names them")
+    else:
+        arrays = list(_array_shapes(path))
+        found = (f"; its arrays: {', '.join(repr(n) for n in arrays[:10])}{' ...' if len(arrays) > 10 else ''}, none "
+                 f"of {n_times} values (one per snapshot)" if arrays else "")
+    return f"{path}: no array or HDF5 attribute {time_key!r} (--time-key) holds the snapshot times{found}"
 
 
 def _snapshot_times(path, src, options, n_times: int, key: str, fitting: bool) -> np.ndarray:
@@ -127,9 +176,8 @@ def _snapshot_times(path, src, options, n_times: int, key: str, fitting: bool) -
     if times is not None:
         return times
     if fitting and options.time_key != "t":
-        raise DataError(f"{path}: no array or HDF5 attribute {options.time_key!r} (--time-key) holds the snapshot "
-                        f"times (`opformer data info {path}` lists its arrays); leave --time-key out and give --dt "
-                        f"when the file stores none")
+        raise DataError(f"{_missing_time_key(path, key, n_times, options.time_key)}; leave --time-key out and give "
+                        "--dt when the file stores none")
     warnings.warn(f"{path} stores no snapshot times (no array or attribute {options.time_key!r}, --time-key): the "
                   f"snapshots are taken {options.dt:g} apart (--dt){time_array_hint(path, key, n_times)}",
                   OpformerWarning, stacklevel=2)
@@ -181,8 +229,7 @@ def rollout_times(path, src, key: str, n_times: int, options, trained, named: bo
     times = stored_times(path, src, key, options.time_key)
     if times is None:
         if named:
-            raise DataError(f"{path}: no array or HDF5 attribute {options.time_key!r} (--time-key) holds the snapshot "
-                            "times")
+            raise DataError(_missing_time_key(path, key, n_times, options.time_key))
         trained = np.asarray(trained, dtype=np.float64)
         step = even_step(trained)
         if n_times > len(trained) and step is None:  # refused before any note that the training times are taken
