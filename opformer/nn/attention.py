@@ -12,6 +12,7 @@ uniform grid, the paper's ``h``).  A new kind of attention is one function plus 
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Callable, Optional
 
 import torch
@@ -137,17 +138,28 @@ def _fourier_quadratic(q: Tensor, k: Tensor, v: Tensor, *, weights=None, dropout
     return fourier_attention(q, k, v, weights=weights, dropout_p=dropout_p, scale=scale, order="quadratic")
 
 
+def _log_weights(weights: Tensor, dtype: torch.dtype) -> Tensor:
+    """log w as a bias in ``dtype`` for the softmax kinds, a point of weight <= 0 (padding) mapped to half the most
+    negative finite value (room for the score: the sum stays finite), so that its share exp(s + log w) is exactly 0
+    whatever its score s.  (A clamp of w to the smallest positive value instead left a share e^(s_pad - 87) in
+    float32 -- e^(s_pad - 9.7) for float16 weights, 2e-3 at 55 zero-padded points -- and a padded point of large
+    score outweighed the real ones.)  The log is taken in at least float32; a row of weights all 0 stays finite."""
+    wf = weights if weights.dtype in (torch.float32, torch.float64) else weights.float()
+    logw = torch.log(wf.clamp_min(torch.finfo(wf.dtype).tiny)).to(dtype)
+    return logw.masked_fill(wf <= 0, torch.finfo(dtype).min / 2)
+
+
 def softmax_attention(
     q: Tensor, k: Tensor, v: Tensor, *, weights: Optional[Tensor] = None, dropout_p: float = 0.0, scale=None
 ) -> Tensor:
     """Scaled dot-product attention softmax(Q K^T / sqrt(d)) V, the ST baseline (PyTorch's fused kernel).
 
     Quadrature weights enter as a log-weight bias, softmax(s + log w) = w e^s / sum(w e^s), which reduces to the
-    plain softmax for uniform weights.
+    plain softmax for uniform weights.  A point of weight <= 0 (padding) gets no share at all, whatever its score.
     """
     mask = None
     if weights is not None:
-        mask = torch.log(weights.clamp_min(torch.finfo(weights.dtype).tiny)).to(q.dtype)[:, None, None, :]
+        mask = _log_weights(weights, q.dtype)[:, None, None, :]
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=scale)
 
 
@@ -157,14 +169,15 @@ def linear_attention(
     """Efficient attention of Shen et al. (LT baseline): softmax_features(Q) (softmax_positions(K)^T V).
 
     The softmax over positions already normalizes the sum over the points, so unlike the reference code there is no
-    extra 1/n (which would make the output shrink with resolution).  Weights enter the position softmax as log w.
+    extra 1/n (which would make the output shrink with resolution).  Weights enter the position softmax as log w; a
+    point of weight <= 0 (padding) gets no share at all, whatever its key.
     """
     qs = torch.softmax(_fp32_if_low(q), dim=-1)
     kf = _fp32_if_low(k)
     if scale is not None:
         kf = kf * scale
     if weights is not None:
-        kf = kf + torch.log(weights.clamp_min(torch.finfo(weights.dtype).tiny)).to(kf.dtype)[:, None, :, None]
+        kf = kf + _log_weights(weights, kf.dtype)[:, None, :, None]
     ks = torch.softmax(kf, dim=-2)
     kv = torch.matmul(ks.transpose(-2, -1), _fp32_if_low(v))
     if dropout_p > 0.0:
@@ -502,16 +515,28 @@ class _SoftKVMoments(torch.autograd.Function):
         lw = _few_columns_t(left, w)
         r_le, r_lv = x.new_empty(b, lw.shape[1], dm), x.new_empty(b, lw.shape[1], dm)
         scratch = None
+        # padded points (weight 0) are masked out of the shift and of E; only when there are any (a check on the CPU)
+        padded = w is not None and bool((w <= 0).any())
+        g_neg = padded and bool((g < 0).any())
         for i0, i1, kb, vb in blocks:
             bb = i1 - i0
             kb, vb = kb.view(bb, n, dm), vb.view(bb, n, dm)
             # the shift is constant per batch element and column and cancels in the softmax over the points:
             # E = exp(g K^ + c - (shift + c)), shift the largest g * K^ over the points (amin/amax: aminmax is slow)
-            shift = torch.where(g >= 0, g * kb.amax(1), g * kb.amin(1))
+            if not padded:
+                shift = torch.where(g >= 0, g * kb.amax(1), g * kb.amin(1))
+            else:  # points of weight 0 (padding, whatever their keys) neither set the shift nor enter: their E is 0
+                pad = w[i0:i1, :, None] <= 0
+                shift = g * kb.masked_fill(pad, -math.inf).amax(1)
+                if g_neg:  # columns of negative gain: the largest g * K^ is at the smallest K^
+                    shift = torch.where(g >= 0, shift, g * kb.masked_fill(pad, math.inf).amin(1))
+                shift.nan_to_num_(0.0, 0.0, 0.0)  # a batch element all padding: any finite shift
             nshift[i0:i1, 0] = shift.neg_()
             if scratch is None:  # E lives a block at a time (the first block is the largest); backward recomputes it
                 scratch = x.new_empty(bb * n * dm)
             eb = torch.addcmul(nshift[i0:i1], kb, g, out=scratch[: bb * n * dm].view(bb, n, dm)).exp_()
+            if padded:
+                eb.masked_fill_(pad, 0.0)
             ew = eb if w is None else eb * w[i0:i1, :, None]
             for i in range(bb):
                 _head_gram(ew[i].view(n, heads, d), vb[i].view(n, heads, d), r_ev[i0 + i])
@@ -519,7 +544,7 @@ class _SoftKVMoments(torch.autograd.Function):
             _few_rows_product(lw[i0:i1], eb, r_le[i0:i1])
             _few_rows_product(lw[i0:i1], vb, r_lv[i0:i1])
         ctx.save_for_backward(x, wk, wv, k, v, nshift, rk, rv, g, left, w)
-        ctx.heads, ctx.normalized = heads, eps is not None
+        ctx.heads, ctx.normalized, ctx.padded = heads, eps is not None, padded
         m = left.shape[-1]
         return r_ev, r_le[:, :m], r_lv[:, :m]
 
@@ -541,6 +566,8 @@ class _SoftKVMoments(torch.autograd.Function):
             if scratch is None:
                 scratch = x.new_empty(bb * m * dm)
             eb = torch.addcmul(nshift[i0:i1], k[rows], g, out=scratch[: bb * m * dm].view(bb, m, dm)).exp_()
+            if ctx.padded:  # as in forward: a padded point's E is 0 (its exponent may overflow)
+                eb.masked_fill_(w[rows][..., None] <= 0, 0.0)
             de = _head_apply(v[rows].view(bb, m, h, -1), d_et[i0:i1]).view(bb, m, dm)
             torch.baddbmm(de, left[rows], d_le[i0:i1], out=de)
             dv = _head_apply(eb.view(bb, m, h, -1), d_ev[i0:i1]).view(bb, m, dm)
@@ -687,10 +714,10 @@ class SimpleAttention(nn.Module):
         out_proj: whether to have an output projection; ``None`` = only when pos_dim > 0 (the paper's budget).
         norm_eps: layer-norm epsilon.
         check_finite: raise if the input holds NaN/Inf (a debug check; off by default, it costs a sync).
-        fused: evaluate the galerkin kind (on the CPU, float32/float64, outside autocast, coordinates without
-            gradient) by the fused path: the same function reassociated so that n-sized work is only the K, V
-            projections and their moments and one d_model x d_model product per batch element (see the notes above
-            :func:`_head_gram`).  ``False`` always uses the kernel path (Q, K, V and the heads formed explicitly),
+        fused: evaluate the galerkin and linear kinds (on the CPU, float32/float64, outside autocast, coordinates and
+            weights without gradient) by the fused path: the same function reassociated so that n-sized work is only
+            the K, V projections and their moments and one d_model x d_model product per batch element (see the notes
+            above :func:`_head_gram`).  ``False`` always uses the kernel path (Q, K, V and the heads formed explicitly),
             which is also the path on a GPU: there it is about 3.7x faster at batch 4 (fewer, larger kernels).
         conditioned: the per-head norms (K, V for galerkin/linear, Q, K for fourier/softmax) get a lead-time
             dependent scale and shift (:class:`~opformer.nn.conditional.ConditionalAffine`, the identity at
@@ -698,7 +725,11 @@ class SimpleAttention(nn.Module):
             fourier/softmax, whose values are not normalized, the attention output gets one too, so that the lead
             time can shift what the layer adds, not only reweight the values.
 
-    Shapes: ``x`` (batch, n, d_model), ``pos`` (batch, n, pos_dim), ``weights`` (batch, n) -> (batch, n, d_model).
+    Shapes: ``x`` (batch, n, d_model), ``pos`` (batch, n, pos_dim), ``weights`` (batch, n) -> (batch, n, d_model);
+    ``pos`` and ``weights`` may have batch 1 (shared by the batch).  ``weights`` are quadrature weights (``None``: 1/n
+    each); a point of weight 0 is padding: it does not change the output at the other points, so a batch of point
+    sets of different sizes padded to one n with weights 0 gives on the real points what each set gives alone (with
+    weights 1/n_i on set i's points for galerkin/fourier, any constant for softmax/linear).
     """
 
     def __init__(
@@ -728,10 +759,12 @@ class SimpleAttention(nn.Module):
             raise ValueError(f"unknown attention kind {kind!r}; known kinds: {sorted(KERNELS)}")
         if not isinstance(d_model, int) or d_model <= 0:
             raise ValueError(f"d_model must be a positive int, got {d_model!r}")
-        if not isinstance(n_heads, int) or n_heads <= 0 or d_model % n_heads != 0:
-            raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads} (a positive int)")
-        if pos_dim < 0:
-            raise ValueError(f"pos_dim must be >= 0, got {pos_dim}")
+        if not isinstance(n_heads, int) or isinstance(n_heads, bool) or n_heads <= 0:
+            raise ValueError(f"n_heads must be a positive int, got {n_heads!r}")
+        if d_model % n_heads != 0:
+            raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads}")
+        if not isinstance(pos_dim, numbers.Integral) or isinstance(pos_dim, bool) or pos_dim < 0:
+            raise ValueError(f"pos_dim must be an int >= 0 (the width of the coordinates), got {pos_dim!r}")
         if init not in ("eta_delta", "xavier"):
             raise ValueError(f"init must be 'eta_delta' or 'xavier', got {init!r}")
         if not 0.0 <= dropout < 1.0:
@@ -793,6 +826,10 @@ class SimpleAttention(nn.Module):
         return f"kind={self.kind!r}, d_model={self.d_model}, n_heads={self.n_heads}, pos_dim={self.pos_dim}"
 
     def _check(self, x: Tensor, pos: Optional[Tensor], weights: Optional[Tensor]) -> None:
+        for name, t in (("x", x), ("pos", pos), ("weights", weights)):
+            if t is not None and not isinstance(t, Tensor):
+                raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__} "
+                                f"(e.g. torch.as_tensor({name}))")
         if x.dim() != 3 or x.shape[-1] != self.d_model:
             raise ValueError(f"x must have shape (batch, n, d_model={self.d_model}), got {tuple(x.shape)}")
         w_dtype = self.qkv.weight.dtype
@@ -804,17 +841,16 @@ class SimpleAttention(nn.Module):
                              f"{str(w_dtype).replace('torch.', '')}: convert one of them (e.g. layer.to(x.dtype)), or "
                              "run under torch.autocast")
         b, n, _ = x.shape
+        bs = f"batch={b}" if b == 1 else f"batch={b} or 1"  # pos and weights of batch 1 are shared by the batch
         if self.pos_dim > 0:
             if pos is None:
                 raise ValueError(f"pos of shape (batch, n, pos_dim={self.pos_dim}) is required, got None")
             if pos.dim() != 3 or pos.shape[0] not in (1, b) or pos.shape[1] != n or pos.shape[2] != self.pos_dim:
-                raise ValueError(
-                    f"pos must have shape (batch={b}, n={n}, pos_dim={self.pos_dim}), got {tuple(pos.shape)}"
-                )
+                raise ValueError(f"pos must have shape ({bs}, n={n}, pos_dim={self.pos_dim}), got {tuple(pos.shape)}")
         elif pos is not None and pos.shape[-1] != 0:
             raise ValueError(f"this layer has pos_dim=0 but got pos of shape {tuple(pos.shape)}; set pos_dim")
         if weights is not None and (weights.dim() != 2 or weights.shape[0] not in (1, b) or weights.shape[1] != n):
-            raise ValueError(f"weights must have shape (batch={b}, n={n}), got {tuple(weights.shape)}")
+            raise ValueError(f"weights must have shape ({bs}, n={n}), got {tuple(weights.shape)}")
         if self.check_finite:
             for name, t in (("x", x), ("pos", pos), ("weights", weights)):
                 if t is not None and not torch.isfinite(t).all():
@@ -854,7 +890,7 @@ class SimpleAttention(nn.Module):
             i = j + 1
         return out
 
-    def _fused_applies(self, x: Tensor, pos: Optional[Tensor]) -> bool:
+    def _fused_applies(self, x: Tensor, pos: Optional[Tensor], weights: Optional[Tensor] = None) -> bool:
         return (
             self.fused
             and x.device.type == "cpu"  # on a GPU the plain path is faster (fewer, larger kernels)
@@ -863,6 +899,8 @@ class SimpleAttention(nn.Module):
             and not torch.is_autocast_enabled(x.device.type)
             and set(self.norms) in ({"k", "v"}, set())
             and (pos is None or not pos.requires_grad)
+            # the fused functions give the weights no gradient (a learned quadrature takes the explicit heads)
+            and (weights is None or not weights.requires_grad)
         )
 
     def _fused_inputs(self, x: Tensor, pos: Optional[Tensor]):
@@ -911,9 +949,18 @@ class SimpleAttention(nn.Module):
         g = (nk.weight.to(dt).reshape(dm) if nk is not None else x.new_ones(dm)) * s
         c = (nk.bias.to(dt).reshape(dm) if nk is not None else x.new_zeros(dm)) * s
         sp = pos * s
-        e_p = (sp - sp.amax(1, keepdim=True)).exp()  # (batch, n, p): the coordinates' position-softmax numerators
+        # points of weight <= 0 (padding) count for nothing, as on the explicit path (log w): w clamped at 0, and
+        # their coordinates, which may be anything, neither set the coordinates' shift nor enter (e^(sp - shift) = 0)
+        w = None if weights is None else weights.to(dt).clamp_min(0)
+        if w is None:
+            e_p = (sp - sp.amax(1, keepdim=True)).exp()  # (batch, n, p): the coordinates' position-softmax numerators
+        elif p > 0:
+            pad = (w == 0)[..., None]
+            top = sp.masked_fill(pad, -math.inf).amax(1, keepdim=True)
+            e_p = (sp - top.nan_to_num(0.0, 0.0, 0.0)).exp().masked_fill(pad, 0.0)
+        else:
+            e_p = sp
         left = torch.cat((pos1, e_p), -1)  # (batch, n, 2p+1)
-        w = None if weights is None else weights.to(dt)
         r_ev, r_le, r_lv = _SoftKVMoments.apply(x, wk, bk, wv, bv, g, c, left, w, h, self.norm_eps if nk else None)
         epw = e_p if w is None else e_p * w[..., None]
         r_pp1 = torch.bmm(epw.transpose(1, 2), pos1)  # (batch, p, p+1): E_p^T W [p, 1]
@@ -923,7 +970,9 @@ class SimpleAttention(nn.Module):
         rows_p = torch.cat((r_pp1[:, None].expand(b, h, p, p + 1), r_pv), -1)
         rows_e = torch.cat((r_e1, r_ev), -1)
         num = torch.cat((rows_p, rows_e), -2)
-        kv = num / num[..., p : p + 1]  # divide each row by its column sum (the ones column): softmax over positions
+        # divide each row by its column sum (the ones column): softmax over positions; a batch element of weights all
+        # 0 (all padding) has sums 0 and gets kv = 0 instead of 0 / 0
+        kv = num / num[..., p : p + 1].clamp_min(torch.finfo(dt).tiny)
         t_v = _affine_map(nv.weight if nv else None, nv.bias if nv else None, h, p, d, kv)
         kv = kv @ t_v  # (batch, heads, p+d, p+d) = softmax_n(K_a)^T V_a
         if p_drop > 0.0:
@@ -982,7 +1031,7 @@ class SimpleAttention(nn.Module):
         if weights is not None and weights.shape[0] != b:
             weights = weights.expand(b, n)
         p_drop = 0.5 if self.reference_attn_dropout else (self.dropout if self.training else 0.0)
-        if lead_time is None and self._fused_applies(x, pos):
+        if lead_time is None and self._fused_applies(x, pos, weights):
             if self.kernel is linear_attention:
                 return self._linear_fused(x, pos, weights, p_drop, residual)
             return self._galerkin_fused(x, pos, weights, p_drop, residual)

@@ -3,6 +3,7 @@ pre-LN scheme of ViT-style transformers, not in the paper)."""
 
 from __future__ import annotations
 
+import numbers
 from typing import Optional
 
 import torch
@@ -149,6 +150,14 @@ class EncoderLayer(nn.Module):
             raise ValueError(f"unknown norm_scheme {norm_scheme!r}; known: {list(NORM_SCHEMES)}")
         _check_keywords(attn_kwargs)
         dim_feedforward = 2 * d_model if dim_feedforward is None else dim_feedforward
+        if not isinstance(dim_feedforward, numbers.Integral) or isinstance(dim_feedforward, bool) \
+                or dim_feedforward <= 0:
+            raise ValueError(f"dim_feedforward must be a positive int (the FFN's hidden width), got "
+                             f"{dim_feedforward!r}")
+        for name, value in (("dropout", dropout), ("attn_dropout", attn_dropout), ("ffn_dropout", ffn_dropout),
+                            ("attn_branch_dropout", attn_branch_dropout)):
+            if value is not None and not 0.0 <= value < 1.0:
+                raise ValueError(f"{name} must be in [0, 1), got {value!r}")
         self.norm_scheme = norm_scheme
         self.attn = SimpleAttention(
             d_model,
@@ -202,8 +211,8 @@ class Encoder(nn.Module):
 
     def __init__(self, num_layers: int, d_model: int, n_heads: int = 1, kind: str = "galerkin", **layer_kwargs):
         super().__init__()
-        if num_layers < 1:
-            raise ValueError(f"num_layers must be >= 1, got {num_layers}")
+        if not isinstance(num_layers, numbers.Integral) or isinstance(num_layers, bool) or num_layers < 1:
+            raise ValueError(f"num_layers must be an int >= 1, got {num_layers!r}")
         self.layers = nn.ModuleList(
             [EncoderLayer(d_model, n_heads, kind, **layer_kwargs) for _ in range(num_layers)]
         )
