@@ -262,9 +262,12 @@ def _training_hint(path, arrays) -> str:
 
     shapes = {key: shape for key, shape, _ in arrays}
     fields = [key for key, shape in shapes.items() if len(shape) >= 3]
-    # 1-D arrays as long as a field's second axis: the snapshot times, those of a time-like name first
-    times = sorted(((key, shape[0], None) for key, shape in shapes.items() if len(shape) == 1
-                    and (key.rsplit("/", 1)[-1].lower() in _TIME_NAMES or any(shapes[f][1] == shape[0] for f in fields))),
+    # vectors as long as a field's second axis: the snapshot times, those of a time-like name first; a (1, K) or
+    # (K, 1) array is a vector too (MATLAB has no 1-D arrays: scipy.io.savemat stores a vector as a row)
+    vectors = {key: max(shape) for key, shape in shapes.items()
+               if len(shape) == 1 or (len(shape) == 2 and min(shape) == 1)}
+    times = sorted(((key, n, None) for key, n in vectors.items()
+                    if key.rsplit("/", 1)[-1].lower() in _TIME_NAMES or any(shapes[f][1] == n for f in fields)),
                    key=lambda item: item[0].rsplit("/", 1)[-1].lower() not in _TIME_NAMES)
     times += _time_attributes(path)
     timed = [(key, t) for key in fields for t, n, owner in times

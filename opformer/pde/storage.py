@@ -169,7 +169,14 @@ def read_header(path: str | os.PathLike) -> dict:
                 raise DataError(f"{path}: not an opformer data file (attribute format={attrs.get('format')!r}, expected {FORMAT!r})")
             n_done = int(np.count_nonzero(h5["done"][...])) if "done" in h5 else 0
     except OSError as exc:
-        raise DataError(f"{path}: cannot be read as HDF5 ({_one_line(exc)}){_open_hint(path, exc)}") from exc
+        from ..data.readers import _empty_file, _hdf5_detail  # (readers imports this module)
+
+        hint = _open_hint(path, exc)
+        try:
+            _empty_file(path, "HDF5")  # 0 bytes: said so, not in HDF5's words ("file signature not found")
+        except DataError as empty:
+            raise DataError(f"{empty}{hint}") from None
+        raise DataError(f"{path}: cannot be read as HDF5 ({_hdf5_detail(OSError(_one_line(exc)))}){hint}") from exc
     return {
         "problem": str(attrs["problem"]),
         "recipe": json.loads(attrs["recipe"]),

@@ -447,7 +447,8 @@ class Predictor:
         """Predictions at ``times`` (> 0, ascending) from initial states ``u0`` (samples, *grid[, channels]) of a
         time-dependent model: (samples, len(times), *grid[, channels]).  A model trained with a history of h
         snapshots takes ``u0`` (samples, h, *grid) and counts ``times`` from the last of them (``opformer rollout``
-        counts them from a file's first snapshot, t_0).
+        counts them from a file's first snapshot, t_0).  ``times`` may start with 0, as a file's own times often do
+        (``rollout(u[:, 0], t)``): that frame is ``u0`` itself (with a history, its last snapshot), not a prediction.
 
         ``direct``: one jump of tau = t for every t.  ``autoregressive``: repeated steps of ``step`` (default: the
         training data's snapshot spacing), a last shorter step where t is not a multiple.  ``mixed``: the largest
@@ -471,11 +472,14 @@ class Predictor:
         if t_arr.ndim > 1:
             raise _bad_argument("times", f"must be one list of times, got an array of shape {t_arr.shape}")
         times = [float(t) for t in np.atleast_1d(t_arr)]
-        if (not times or not all(math.isfinite(t) for t in times) or min(times) <= 0
+        if (not times or not all(math.isfinite(t) for t in times) or min(times) < 0
                 or any(b <= a for a, b in zip(times, times[1:]))):
-            raise _bad_argument("times", f"must be finite ascending values > 0, got {times}")
+            raise _bad_argument("times", f"must be finite ascending values > 0 (or a leading 0: u0 itself), "
+                                         f"got {times}")
         if mode not in ("direct", "autoregressive", "mixed"):
             raise _bad_argument("mode", f"must be direct, autoregressive or mixed, got {mode!r}")
+        if times[0] == 0:  # t_0: the initial state as given, then the predictions at the later times
+            return self._with_initial_frame(u0, times[1:], mode, step, batch_size)
         longest = max(step, float(info.get("max_lead", step))) if mode == "mixed" else step
         calls = 0 if mode == "direct" else times[-1] / longest + longest / step
         if calls > MAX_ROLLOUT_STEPS:
@@ -525,6 +529,27 @@ class Predictor:
         if squeeze and y.shape[-1] == 1:
             y = y[..., 0]
         return y if as_torch else y.numpy()
+
+    def _with_initial_frame(self, u0, times: list, mode: str, step: float, batch_size: int):
+        """:meth:`rollout` at ``[0, *times]``: ``u0`` (its last snapshot for a model with a history) as the frame of
+        t = 0, in the layout of the predictions, before those at ``times``."""
+        x, as_torch = _user_array(u0, "u0")
+        if self.history > 1:
+            if x.ndim < self.task.dim + 2 or x.shape[1] != self.history:
+                raise ConfigError(f"this model needs the last {self.history} snapshots: inputs of shape (samples, "
+                                  f"{self.history}, *grid)")
+            x = x[:, -1]
+        self.task.inputs_from_array(x, self.grid)  # refuses a u0 of the wrong dimension, as a rollout would
+        first = np.asarray(x, dtype=np.float32)[:, None]
+        if not times:
+            return torch.from_numpy(first) if as_torch else first
+        y = self.rollout(u0, times, mode=mode, step=step, batch_size=batch_size)
+        later = y.numpy() if as_torch else y
+        if later.shape[:1] + later.shape[2:] != first.shape[:1] + first.shape[2:]:
+            raise _bad_argument("times", f"starts with 0, whose frame is u0 {x.shape}, but the predictions have shape "
+                                         f"{later.shape[:1] + later.shape[2:]}: drop t_0 (times[1:])")
+        out = np.concatenate([first, later], axis=1)
+        return torch.from_numpy(out) if as_torch else out
 
     def _rollout_history(self, u0, times, mode: str, step: float, h: int):
         """The FNO protocol: ``u0`` (samples, h, *grid[, c]) holds the last h snapshots; each step predicts the next
@@ -667,8 +692,8 @@ def _check_artifact(artifact, where: Path) -> dict:
 
 def load(path: Union[str, os.PathLike], device: Optional[Union[str, torch.device]] = None,
          resample: str = "auto") -> Predictor:
-    """The trained model at ``path`` (a checkpoint file, a ``save_pretrained`` directory or a training's run directory,
-    whose ``checkpoints/best.ckpt`` it loads), or the bundled model of
+    """The trained model at ``path`` (a checkpoint file, a ``save_pretrained`` directory, a training's run directory
+    or its ``checkpoints`` folder, of which it loads ``best.ckpt``), or the bundled model of
     that name (``opformer.load("burgers-ft")``, :mod:`opformer.tasks.pretrained`), in evaluation mode.
 
     ``resample``: on a grid other than the training grid, "auto" runs models whose layers act on grid cells (the
@@ -684,13 +709,17 @@ def load(path: Union[str, os.PathLike], device: Optional[Union[str, torch.device
             raise LoadError(f"{path}: no such file or directory, and no bundled model of that name (bundled: "
                             f"{known_pretrained()})")
         path = bundled
-    if path.is_dir() and not (path / "config.json").exists() and (path / "checkpoints" / "best.ckpt").is_file():
-        path = path / "checkpoints" / "best.ckpt"  # a training's run directory (opformer train --out): its best model
+    if path.is_dir() and not (path / "config.json").exists():
+        for best in (path / "checkpoints" / "best.ckpt", path / "best.ckpt"):
+            if best.is_file():  # a training's run directory (opformer train --out), or its checkpoints folder
+                path = best
+                break
     if path.is_dir():
         cfg_path, weights = path / "config.json", path / "model.safetensors"
         if not cfg_path.exists() or not weights.exists():
             raise LoadError(f"{path}: expected config.json and model.safetensors in this directory (a saved model), "
-                            "or checkpoints/best.ckpt (a training's run directory)")
+                            "or checkpoints/best.ckpt (a training's run directory), or best.ckpt (its checkpoints "
+                            "folder); or give a checkpoint file (.ckpt) or a bundled model's name")
         try:
             artifact = json.loads(cfg_path.read_text())
         except (OSError, ValueError) as exc:

@@ -36,10 +36,36 @@ def _flat(x: Tensor) -> Tensor:
     return x.reshape(x.shape[0], -1)
 
 
+def _pow2_scale(x: Tensor) -> Tensor:
+    """Per sample of a float32 (batch, m): the power of two ``2**floor(log2(max |x|))``, shape (batch, 1); 1 where
+    that maximum is 0, subnormal or not finite.  Read from the exponent bits (no host sync, no transcendental), so
+    dividing by it is exact and leaves every rounding of a norm computed after it unchanged."""
+    top = x.detach().abs().amax(dim=1, keepdim=True)
+    scale = (top.view(torch.int32) & 0x7F800000).view(torch.float32)
+    return torch.where((scale > 0) & torch.isfinite(scale), scale, torch.ones_like(scale))
+
+
+def _norm_ratio(num: Tensor, den: Tensor, eps: float) -> Tensor:
+    """||num|| / max(||den||, eps) per sample of float32 (batch, ...), free of overflow and underflow in the squares.
+
+    Each side is divided by its own power-of-two scale (:func:`_pow2_scale`) before its norm is taken and the ratio
+    of the scales multiplied back: exact, so wherever the plain formula neither overflows nor underflows the result
+    is bitwise that of ``num.norm() / den.norm().clamp_min(eps)``, with the same gradient (the scales are constants);
+    targets of scale 1e-15 or 1e30 get the relative error they get at scale 1 instead of a clamp at ``eps`` or
+    inf / NaN.  ``eps`` only bounds an all-zero ``den`` (its scale is 1), as before.  The cost is two reductions and
+    a few elementwise operations, all on the device: this runs in every training step."""
+    num, den = _flat(num), _flat(den)
+    if num.shape[1] == 0 or den.shape[1] == 0:  # no points (a reduction over nothing has no maximum)
+        return num.norm(dim=1) / den.norm(dim=1).clamp_min(eps)
+    s_num, s_den = _pow2_scale(num), _pow2_scale(den)
+    n = (num / s_num).norm(dim=1) * (s_num / s_den)[:, 0]
+    return n / (den / s_den).norm(dim=1).clamp_min(eps)
+
+
 def rel_l2(pred: Tensor, target: Tensor, eps: float = 1e-12) -> Tensor:
-    """||pred - target|| / ||target|| per sample (discrete L2 on the grid), shape (batch,)."""
-    diff = _flat(pred.float() - target.float()).norm(dim=1)
-    return diff / _flat(target.float()).norm(dim=1).clamp_min(eps)
+    """||pred - target|| / ||target|| per sample (discrete L2 on the grid), shape (batch,); correct at any scale of
+    the target that float32 holds (see :func:`_norm_ratio`); ``eps`` bounds the norm of an all-zero target."""
+    return _norm_ratio(pred.float() - target.float(), target.float(), eps)
 
 
 def central_diff_1d(u: Tensor, h: float, periodic: bool = True) -> Tensor:
@@ -52,7 +78,7 @@ def central_diff_1d(u: Tensor, h: float, periodic: bool = True) -> Tensor:
 def h1_seminorm_1d(pred: Tensor, target_grad: Tensor, h: float, eps: float = 1e-12) -> Tensor:
     """||D_h pred - u'|| / ||u'|| per sample, D_h the periodic central difference (1D grids are periodic here)."""
     dp = central_diff_1d(pred.float(), h, periodic=True)
-    return _flat(dp - target_grad.float()).norm(dim=1) / _flat(target_grad.float()).norm(dim=1).clamp_min(eps)
+    return _norm_ratio(dp - target_grad.float(), target_grad.float(), eps)
 
 
 def grad_2d(u: Tensor, h: float) -> Tensor:
@@ -68,4 +94,4 @@ def h1_seminorm_2d(pred: Tensor, target_grad: Tensor, coeff: Tensor, h: float, e
     a = coeff.float()[:, 1:-1, 1:-1]
     g = target_grad.float()[:, 1:-1, 1:-1]
     err = a * (grad_2d(pred.float(), h) - g)
-    return _flat(err).norm(dim=1) / _flat(a * g).norm(dim=1).clamp_min(eps)
+    return _norm_ratio(err, a * g, eps)

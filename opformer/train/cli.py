@@ -240,7 +240,8 @@ def _train(args: argparse.Namespace) -> int:
             return _fail(f"{args.preset}: {exc}")
         return _fail(exc)
     if args.print_config:
-        return _print_config(run, explicit, args.preset)
+        with _one_line_warnings():  # the data's notes (e.g. no stored times) as one line each, as a training says them
+            return _print_config(run, explicit, args.preset)
     _quiet_lightning()
     from ..interrupt import clear_stop, request_stop
     from .module import DivergenceError
@@ -419,7 +420,8 @@ def _eval(args: argparse.Namespace) -> int:
     except _errors() as exc:
         return _fail(exc)
     grid = "x".join(map(str, m["resolution"]))
-    print(f"test relative L2 on {grid}: {m['test_rel_l2']:.4e} ({m['n_test']} samples of {m['data']})")
+    n = m["n_test"]
+    print(f"test relative L2 on {grid}: {m['test_rel_l2']:.4e} ({n} sample{'' if n == 1 else 's'} of {m['data']})")
     print("plots: " + ", ".join(m["plots"]))
     return 0
 

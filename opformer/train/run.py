@@ -254,6 +254,66 @@ def _shown(path: str) -> str:
     return path if rel.startswith("..") else rel
 
 
+def _points(grid) -> str:
+    """A grid in words: ``13 points``, ``30 x 30 points``."""
+    return " x ".join(str(int(n)) for n in grid) + (" point" if int(np.prod(grid)) == 1 else " points")
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
+
+
+def data_line(run, bundle) -> str:
+    """What a training read, in one line: ``data: 300 samples of 13 points from last1d.npz (x -> y); train 240,
+    val 30, test 30`` (trajectories: their count, snapshots and grid), for the user to see at the start what the
+    files were taken to hold."""
+    ds = bundle.datasets
+    splits = [s for s in ("train", "val", "test") if s in ds]
+    files = bundle.files or {}
+    train_file = _shown(str(files["train"]))
+    test_file = _shown(str(files["test"])) if files.get("test") else train_file
+    where = train_file if test_file == train_file else f"{train_file} (test split from {test_file})"
+    traj = getattr(ds[splits[0]], "traj", None)
+    if traj is not None:  # (trajectories, snapshots, *grid, channels)
+        counts = {s: int(ds[s].traj.shape[0]) for s in splits}
+        key = bundle.info.get("key") or ",".join(run.data.keys or run.task.default_keys)
+        total = sum(counts.values())
+        what = (f"{total} {'trajectory' if total == 1 else 'trajectories'} of "
+                f"{_count(int(traj.shape[1]), 'snapshot')} on {_points(traj.shape[2:-1])}")
+        tail = f" trajectories ({_count(len(ds['train']), 'training pair')})" if "train" in ds else ""
+        return (f"data: {what} from {where} ({key}); "
+                + ", ".join(f"{s} {counts[s]}" for s in splits) + tail)
+    counts = {s: len(ds[s]) for s in splits}
+    keys = list(run.data.keys or run.task.default_keys)
+    grid = _points(bundle.input_grid)
+    if tuple(bundle.target_grid) != tuple(bundle.input_grid):
+        grid += f" (targets on {_points(bundle.target_grid)})"
+    return (f"data: {_count(sum(counts.values()), 'sample')} of {grid} from {where} ({' -> '.join(keys)}); "
+            + ", ".join(f"{s} {counts[s]}" for s in splits))
+
+
+def samples_last_1d(run, files) -> Optional[str]:
+    """A warning for a 1D task's own data whose input array has fewer points than samples, ``(N, M)`` with M < N:
+    arrays stored samples last (M samples of N points) read that way, and train without complaint; None
+    otherwise."""
+    from ..data.readers import open_source
+    from ..pde.errors import DataError
+    from ..tasks.trajectories import TrajectoryTask
+
+    if run.task.dim != 1 or run.data.path is None or isinstance(run.task, TrajectoryTask):
+        return None
+    key = list(run.data.keys or run.task.default_keys)[0]
+    try:
+        shape = tuple(open_source(files["train"], (key,)).shapes[key])
+    except DataError:
+        return None
+    if len(shape) != 2 or shape[1] >= shape[0]:
+        return None
+    return (f"{_shown(str(files['train']))}: {key!r} {shape} reads as {shape[0]} samples of {shape[1]} points "
+            f"(samples first); if it holds {shape[1]} samples of {shape[0]} points stored samples last, transpose "
+            "it (a.T)")
+
+
 def _data_change(old: dict, now: Optional[dict]) -> Optional[str]:
     """How a data file differs from its recorded fingerprint ``old`` (``now``: its fingerprint now, None when it is
     gone), in a few words; None when it is the same."""
@@ -868,16 +928,19 @@ def fit_run(run, bundle, explicit=frozenset()) -> list[str]:
     return notes
 
 
-def prepare_run(cfg: dict, explicit: frozenset = frozenset(), progress: bool = True):
+def prepare_run(cfg: dict, explicit: frozenset = frozenset(), progress: bool = True, announce: bool = False):
     """Everything that can fail before training, with nothing written to the run directory: the typed config, the
     data (generated into the cache on first use), the model sized to the data.  Returns (run, bundle, operator,
-    artifact, notes)."""
+    artifact, notes).  ``announce``: print what was read (:func:`data_line`) before the data's warnings."""
     run = resolve(cfg)
     run.task.check_augment(run.train.augment)  # before any data is generated
     files = ensure_files(run.task, run.data, run.options)
     bundle = run.task.load(run.data, run.options, files)
     if _is_rank_zero():  # the same data on every rank: say it once
-        for line in suspicious_samples(bundle.datasets) + list(bundle.warnings):
+        if announce:
+            print(data_line(run, bundle), flush=True)
+        layout = samples_last_1d(run, files)
+        for line in suspicious_samples(bundle.datasets) + list(bundle.warnings) + ([layout] if layout else []):
             warnings.warn(f"data: {line}", stacklevel=2)
     run.task.check_augment(run.train.augment, bundle)
     n_train = len(bundle.datasets["train"])
@@ -931,7 +994,7 @@ def _train(cfg: dict, out, resume: bool, overwrite: bool, progress: bool, explic
     check_hardware(run0.train)
     check_out_dir(out, run0.raw, resume, overwrite, compare_model=False,  # fail early, before the data
                   fitted_train=run0.task.fitted_train_fields, explicit=explicit)
-    run, bundle, operator, artifact, notes = prepare_run(cfg, explicit, progress)
+    run, bundle, operator, artifact, notes = prepare_run(cfg, explicit, progress, announce=True)
     record = data_record(bundle)
     had_lock = (out / LOCK).exists()
     new_dirs = _missing_dirs(out)  # the directories the lock makes (out and any missing parents)
@@ -1433,6 +1496,11 @@ def distinct_output_folder(out: Path, record: str, source: dict) -> Path:
         folder = out.with_name(f"{out.name}-{k}")
 
 
+def _predict_instead(model, data, key: str) -> str:
+    """The command that predicts from a file of inputs alone (what eval cannot score)."""
+    return f"`opformer predict {model} --data {data} --keys {key} --out PRED.npz` predicts from the inputs alone"
+
+
 def evaluate(checkpoint, *, data: Optional[str] = None, keys=None, resolution: Optional[int] = None, out=None,
              batch_size: int = 32, plot_samples: int = 4, resample: str = "auto",
              time_key: Optional[str] = None) -> dict:
@@ -1440,7 +1508,7 @@ def evaluate(checkpoint, *, data: Optional[str] = None, keys=None, resolution: O
     own test split; at the file's resolution or ``resolution``.  Writes metrics.json and a prediction plot.
     ``resample``: see :func:`opformer.load`.  ``time_key``: a time-dependent model's data file's array or attribute
     of snapshot times (default: the training's name, or ``t``; a file without times is read at the training times)."""
-    from ..pde.errors import DataError
+    from ..pde.errors import DataError, MissingKeyError
 
     resolution = _resolution_argument(resolution)
     batch_size, plot_samples = count_argument("batch_size", batch_size), count_argument("plot_samples", plot_samples, 0)
@@ -1469,8 +1537,19 @@ def evaluate(checkpoint, *, data: Optional[str] = None, keys=None, resolution: O
                     warnings.warn(f"{_shown(path)} changed since the run trained on it ({why}): its test split now "
                                   "holds other samples than those the run was tested on", stacklevel=2)
     started = time.perf_counter()
+    if data is not None and not predictor.time_dependent and keys is not None and len(list(keys)) == 1:
+        raise ConfigError(f"--keys {list(keys)[0]}: eval scores the predictions against targets, so it needs "
+                          f"--keys INPUT,TARGET; {_predict_instead(checkpoint, data, list(keys)[0])}")
     try:
         bundle, source = _test_set(predictor, data, keys, resolution)
+    except MissingKeyError as exc:
+        pair = list(keys) if keys else list(predictor.artifact.get("keys") or ())
+        # the loader looks for the input array first: a missing target means a file of inputs alone
+        if data is None or predictor.time_dependent or len(pair) != 2 or f"key {pair[1]!r} not found" not in str(exc):
+            raise
+        raise DataError(f"{str(exc).replace(f'key {pair[1]!r} not found', f'no target array {pair[1]!r}', 1)}: eval "
+                        "scores the predictions against targets (give --keys INPUT,TARGET for other names); "
+                        f"{_predict_instead(checkpoint, data, pair[0])}") from None
     except DataError as exc:
         if data is None or "needs square grids" not in str(exc):
             raise
@@ -1538,6 +1617,17 @@ def _same_grid_arrays(pairs, keys, dim: int) -> bool:
     and the target one channel at most."""
     xs, ys = pairs.shapes[keys[0]], pairs.shapes[keys[1]]
     return xs[: dim + 1] == ys[: dim + 1] and (len(ys) == dim + 1 or (len(ys) == dim + 2 and ys[-1] == 1))
+
+
+def _check_input_shape(data, key: str, shape, task) -> None:
+    """Refuse, naming the file and the key, an input array of another dimension than the model's (samples, *grid) or
+    (samples, *grid, channels), before it is read (as the training's loader names them)."""
+    from ..pde.errors import DataError
+
+    if len(shape) not in (task.dim + 1, task.dim + 2):
+        g = "n" if task.dim == 1 else ", ".join(f"n{i + 1}" for i in range(task.dim))
+        raise DataError(f"{data}: key {key!r} expected shape (samples, {g}) or (samples, {g}, channels) for a "
+                        f"{task.dim}D model of task {task.name}, found {tuple(shape)}")
 
 
 def _warn_samples_last(data, key: str, shape, dim: int) -> None:
@@ -1614,6 +1704,7 @@ def predict(model, *, data: str, out, keys=None, resolution: Optional[int] = Non
         summary.update(n=len(errs), test_rel_l2=float(np.mean(errs)))
     elif not has_target:
         src = open_source(data, keys[:1])
+        _check_input_shape(data, keys[0], src.shapes[keys[0]], predictor.task)
         _warn_samples_last(data, keys[0], src.shapes[keys[0]], predictor.task.dim)
         x = src.read(keys[0], np.arange(src.n_samples))
         if resolution is not None:

@@ -58,3 +58,39 @@ def test_effective_gamma_matches_reference_double_h():
     assert effective_gamma(0.1, 2048, "plain") == 0.1
     with pytest.raises(ValueError, match="gamma_convention"):
         effective_gamma(0.1, 10, "other")
+
+
+@pytest.mark.parametrize("scale", [1e-15, 1e20, 1e30, 1e-30])
+def test_rel_l2_is_scale_free(scale):
+    """Targets of scale 1e-15 were clamped at an absolute 1e-12 (1.2e-4 reported for a 6e-2 error); at 1e20 / 1e30
+    the float32 squares overflowed (0 or NaN).  The relative error is that at scale 1, also for the H1 terms."""
+    g = torch.Generator().manual_seed(0)
+    t = torch.randn(4, 13, 1, generator=g, dtype=torch.float64)
+    p = t + 0.05 * torch.randn(4, 13, 1, generator=g, dtype=torch.float64)
+    ref = rel_l2(p, t)
+    assert ref.min() > 0.02
+    torch.testing.assert_close(rel_l2(p * scale, t * scale), ref, rtol=1e-6, atol=0)
+    torch.testing.assert_close(h1_seminorm_1d(p * scale, t * scale, 0.1), h1_seminorm_1d(p, t, 0.1), rtol=1e-6, atol=0)
+    a = torch.rand(2, 6, 6, 1, generator=g, dtype=torch.float64) + 1
+    q, grad = torch.randn(2, 6, 6, 1, generator=g, dtype=torch.float64), torch.randn(2, 6, 6, 2, generator=g).double()
+    torch.testing.assert_close(h1_seminorm_2d(q * scale, grad * scale, a, 0.2), h1_seminorm_2d(q, grad, a, 0.2),
+                               rtol=1e-6, atol=0)
+
+
+def test_rel_l2_unchanged_at_ordinary_scales_values_and_gradients():
+    """The scaling is by powers of two: bitwise the plain ||p - t|| / ||t|| and its gradient wherever that neither
+    overflows nor underflows (the training loss of normal runs is unchanged); an all-zero target still divides by
+    eps."""
+    g = torch.Generator().manual_seed(1)
+    for sc in (1e-6, 0.3, 1.0, 7.0, 1e6):
+        t = torch.randn(8, 37, 1, generator=g) * sc
+        p = (t + 0.1 * sc * torch.randn(8, 37, 1, generator=g)).requires_grad_()
+        q = p.detach().clone().requires_grad_()
+        a = rel_l2(p, t)
+        b = (p - t).reshape(8, -1).norm(dim=1) / t.reshape(8, -1).norm(dim=1)
+        torch.testing.assert_close(a, b.detach(), rtol=0, atol=0)
+        a.sum().backward()
+        ((q - t).reshape(8, -1).norm(dim=1) / t.reshape(8, -1).norm(dim=1)).sum().backward()
+        torch.testing.assert_close(p.grad, q.grad, rtol=0, atol=0)
+    z = torch.zeros(1, 4, 1)
+    torch.testing.assert_close(rel_l2(z + 1e-12, z), torch.tensor([2.0]))

@@ -236,16 +236,17 @@ def test_rollout_errors_name_the_argument_in_python_and_the_flag_on_the_command_
     # (Python arguments, command-line flags, the Python error, the command line's)
     if history == 1:
         cases = [({"times": [1.0, 0.5]}, ["--times", "1,0.5"],
-                  "times must be finite ascending values > 0, got [1.0, 0.5]",
-                  "--times must be finite ascending values > 0, got [1.0, 0.5]"),
+                  "times must be finite ascending values > 0 (or a leading 0: u0 itself), got [1.0, 0.5]",
+                  "--times must be finite ascending values > 0 (or a leading 0: u0 itself), got [1.0, 0.5]"),
                  ({"times": [0.5], "step": 0}, ["--step", "0"], "step must be a finite number > 0, got 0.0",
                   "--step must be a finite number > 0, got 0.0"),
                  # inf hung the autoregressive loop; nan gave NaN fields and a rollout.json no strict reader takes
                  ({"times": [1.0, np.inf], "mode": "autoregressive"}, ["--times", "1,inf", "--mode", "autoregressive"],
-                  "times must be finite ascending values > 0, got [1.0, inf]",
-                  "--times must be finite ascending values > 0, got [1.0, inf]"),
-                 ({"times": [np.nan]}, ["--times", "nan"], "times must be finite ascending values > 0, got [nan]",
-                  "--times must be finite ascending values > 0, got [nan]"),
+                  "times must be finite ascending values > 0 (or a leading 0: u0 itself), got [1.0, inf]",
+                  "--times must be finite ascending values > 0 (or a leading 0: u0 itself), got [1.0, inf]"),
+                 ({"times": [np.nan]}, ["--times", "nan"],
+                  "times must be finite ascending values > 0 (or a leading 0: u0 itself), got [nan]",
+                  "--times must be finite ascending values > 0 (or a leading 0: u0 itself), got [nan]"),
                  ({"times": [1e7], "mode": "autoregressive"}, ["--times", "1e7", "--mode", "autoregressive"],
                   "times up to 1e+07 take about 2e+07 model calls of autoregressive steps (more than 1,000,000); "
                   "give a larger step or mode direct",

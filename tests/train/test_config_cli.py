@@ -644,3 +644,18 @@ def test_the_attention_scale_flag_takes_null_a_number_or_sqrt(text, value):
     cfg, explicit = apply_overrides(load_preset("darcy-ft-cpu"), {"scale": text})
     run = resolve(cfg)
     assert run.model["scale"] == value and type(run.model["scale"]) is type(value) and "scale" in explicit
+
+
+def test_print_config_says_the_datas_warnings_in_one_line(capsys, tmp_path):
+    """--print-config reads the data as training does; a note of the data (here: no stored times) was Python's
+    two-line warning (`.../trajectories.py:332: OpformerWarning: ...` and the source line), not one line."""
+    import numpy as np
+
+    np.savez(tmp_path / "traj.npz", vorticity=np.zeros((6, 5, 16, 16), dtype=np.float32))
+    assert main(["train", "ns-fno", "--data", str(tmp_path / "traj.npz"), "--keys", "vorticity",
+                 "--print-config"]) == 0
+    captured = capsys.readouterr()
+    assert yaml.safe_load(captured.out)["data"]["keys"] == ["vorticity"]
+    lines = captured.err.splitlines()
+    assert lines == [f"opformer: warning: {tmp_path / 'traj.npz'} stores no snapshot times (no array or attribute "
+                     "'t', --time-key): the snapshots are taken 1 apart (--dt)"], captured.err
