@@ -10,8 +10,9 @@ the branch coefficients get a lead-time scale and shift (:class:`~opformer.nn.Co
 initialisation); with "channel" the lead time is an extra input channel of the branch.
 
 Resolution rules: any H x W input grid with H, W >= 2 (it is resampled to the sensors).  The output is evaluated at
-the coordinates of the input grid, or of the ``out_size x out_size`` grid (the bilinear restriction of ``coords``),
-and :meth:`DeepONet.query` evaluates it at any points.
+the coordinates of the input grid, or at the points of the ``out_size x out_size`` grid of the input grid's kind
+(periodic j / m, cell (j + 1/2) / m, node j / (m - 1): :func:`~opformer.models._grid2d.output_points`), and
+:meth:`DeepONet.query` evaluates it at any points.
 """
 
 from __future__ import annotations
@@ -23,9 +24,8 @@ import torch
 from torch import Tensor, nn
 
 from ..nn.activations import ACTIVATIONS, activation
-from ..nn.cinn import resize2d
 from ..nn.conditional import ConditionalAffine, lead_time_column
-from ._grid2d import check_common, output_grid
+from ._grid2d import check_common, output_points
 from .base import _CHANNELS_HELP, OperatorModel, _choice, _positive_int, _time_help
 
 __all__ = ["DeepONetConfig", "DeepONet"]
@@ -143,7 +143,8 @@ class DeepONet(OperatorModel):
         return (t * coef.view(shape)).sum(-1) + self.bias
 
     def _forward(self, x: Tensor, coords: Tensor, lead_time: Optional[Tensor]) -> Tensor:
-        points = coords if self.config.out_size is None else resize2d(coords, output_grid(self.config, None))
+        size = self.config.out_size
+        points = coords if size is None or (size, size) == tuple(coords.shape[1:3]) else output_points(coords, size)
         return self.evaluate(self.coefficients(x, coords, lead_time), points)
 
     def query(self, input: Tensor, coords: Tensor, points: Tensor, lead_time: Optional[Tensor] = None) -> Tensor:

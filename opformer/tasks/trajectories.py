@@ -491,7 +491,10 @@ def _models(dim: int, width: int) -> dict:
         body = dict(name="transformer2d", d_model=64, num_layers=4, n_heads=4, dim_feedforward=128, dropout=0.0,
                     norm_eps=1e-5, coarse_size=None, decoder="spectral", decoder_width=16, decoder_layers=2,
                     modes=12, decoder_ffn=64, spatial_fc=True, boundary=None, time_conditioning="norm")
-        fno = dict(name="fno2d", width=width, modes=12, num_layers=4, head_width=64, time_conditioning="norm")
+        # periodic data: cos/sin 2 pi x, y instead of the raw coordinates, whose jump at the boundary made an ns-fno
+        # trained at 16^2 err 4x more at 32^2 (docs/models.md, "FNO across grids")
+        fno = dict(name="fno2d", width=width, modes=12, num_layers=4, head_width=64, time_conditioning="norm",
+                   coord_features="periodic")
     out = {}
     for short, kind in (("gt", "galerkin"), ("ft", "fourier")):
         out[short] = {**body, "kind": kind, "norm_scheme": "galerkin", **({"scale": "sqrt"} if kind == "fourier"
@@ -521,6 +524,9 @@ class ShearLayerTask(NavierStokesTask):
     name = "shear-layer"
     description = "2D Navier-Stokes double shear layer (the lecture's example), S(tau, w(t)) = w(t + tau)"
     generator = "shear-layer"
+    #: FNO with the raw coordinates: the periodic features trained worse here (docs/models.md, "FNO across grids")
+    models = {**NavierStokesTask.models, **{short: {**NavierStokesTask.models[short], "coord_features": "raw"}
+                                            for short in ("fno", "fno-channel")}}
     run_defaults = {
         "data": {"recipe": {"n_samples": 1024}, "n_test": 128, "n_val": 64},
         "train": NavierStokesTask.run_defaults["train"],

@@ -73,6 +73,16 @@ def _config_for_comparison(cfg: dict) -> dict:
     for f in dataclasses.fields(TrainConfig):
         if f.name not in _HARDWARE and f.name not in _PRESENTATION:
             c["train"].setdefault(f.name, getattr(defaults, f.name))
+    model = c.get("model")
+    if isinstance(model, dict) and isinstance(model.get("name"), str):  # the same for the model's fields
+        from ..models import model_config
+
+        try:
+            full = json.loads(json.dumps(dataclasses.asdict(model_config(model))))
+        except Exception:  # a model section the models refuse: compared as written (the start refuses it anyway)
+            full = {}
+        for key, value in full.items():
+            model.setdefault(key, value)
     return c
 
 
