@@ -279,10 +279,12 @@ def data_line(run, bundle) -> str:
     files were taken to hold."""
     ds = bundle.datasets
     splits = [s for s in ("train", "val", "test") if s in ds]
-    files = bundle.files or {}
-    train_file = _shown(str(files["train"]))
+    files = dict(bundle.files or {})  # a task of the user's own may not record its files: the config's then
+    files.setdefault("train", run.data.path)
+    train_file = _shown(str(files["train"])) if files["train"] else None
     test_file = _shown(str(files["test"])) if files.get("test") else train_file
-    where = train_file if test_file == train_file else f"{train_file} (test split from {test_file})"
+    where = ("the task's data" if train_file is None else train_file if test_file == train_file
+             else f"{train_file} (test split from {test_file})")
     traj = getattr(ds[splits[0]], "traj", None)
     if traj is not None:  # (trajectories, snapshots, *grid, channels)
         counts = {s: int(ds[s].traj.shape[0]) for s in splits}

@@ -74,3 +74,18 @@ def test_the_training_command_starts_with_the_data_line(tmp_path, capsys, one_th
                     "test 4"], out
     warned = [ln for ln in err.splitlines() if "samples last" in ln]
     assert len(warned) == 1 and warned[0].startswith("opformer: warning: data: "), err
+
+
+def test_a_bundle_that_records_no_files_is_said_without_them():
+    """A task of the user's own may return a Bundle without ``files``: the line names the config's file, or none."""
+    from types import SimpleNamespace
+
+    from opformer.train.run import data_line
+
+    ds = {"train": [0] * 5, "val": [0] * 2}
+    bundle = SimpleNamespace(datasets=ds, files={}, input_grid=(64,), target_grid=(64,), info={})
+    run = SimpleNamespace(data=SimpleNamespace(path=None, keys=None), task=SimpleNamespace(default_keys=("a", "u")))
+    assert data_line(run, bundle) == "data: 7 samples of 64 points from the task's data (a -> u); train 5, val 2"
+    run.data.path = "/somewhere/mine.npz"
+    assert data_line(run, bundle).startswith("data: 7 samples of 64 points from ")
+    assert "mine.npz (a -> u)" in data_line(run, bundle)
