@@ -12,20 +12,12 @@ from opformer.config import SettingError
 from opformer.train.run import evaluate, predict
 
 from .conftest import one_line_error
+from .test_api_argument_checks import pairs  # noqa: F401 (a fixture: 6 pairs on 64 points, keys x, y)
 from .test_eval_predict_paths import burgers_runs  # noqa: F401 (a fixture)
 
 #: the strides of the 256-point grid of the tiny Burgers file that the run trained on, and of a 64-point file
 ON_256 = "possible: 256, 128, 64, 32, 16, 8, 4"
 ON_64 = "possible: 64, 32, 16, 8, 4"
-
-
-@pytest.fixture(scope="module")
-def pairs(tmp_path_factory):
-    """6 input, target pairs on 64 points, keys x, y."""
-    path = tmp_path_factory.mktemp("pairs") / "pairs.npz"
-    rng = np.random.default_rng(0)
-    np.savez(path, x=rng.standard_normal((6, 64)), y=rng.standard_normal((6, 64)))
-    return path
 
 
 @pytest.mark.parametrize("value", ["0", "-3"])
