@@ -125,8 +125,9 @@ def attention_case(
         raise ValueError(f"fourier_order must be one of {FOURIER_ORDERS}, got {fourier_order!r}")
     grid = {}
     if kind in GRID_KINDS:
-        if impl != "opformer":
-            raise ValueError(f"kind {kind!r} has no reference implementation")
+        if impl != "opformer" or compare_reference:
+            raise ValueError(f"kind {kind!r} has no reference implementation (the paper's layer has "
+                             "galerkin, fourier, softmax and linear); run it without --reference")
         side = grid_side(n, f"kind {kind!r}")
         grid = {"grid_side": side, "tokens": int(n)}
         if kind == "window":
@@ -150,7 +151,8 @@ def attention_case(
         "layers": int(layers),
         "dim_feedforward": int(2 * d_model if dim_feedforward is None else dim_feedforward),
         "pos_dim": int(pos_dim),
-        "chunk_size": None if chunk_size is None else int(chunk_size),
+        # only fourier and softmax evaluate over query chunks: another kind's record must not claim a chunk
+        "chunk_size": int(chunk_size) if chunk_size is not None and kind in ("fourier", "softmax") else None,
         "fourier_order": fourier_order if kind == "fourier" and impl == "opformer" else None,
         "device": device,
         "dtype": dtype,

@@ -35,11 +35,16 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="size of the square product that measures the machine's matmul rate, at the start and "
                         "interleaved with every case (default 2048 CPU, 4096 GPU)")
     p.add_argument("--json", metavar="FILE", help="write the records (a JSON list) here")
-    p.add_argument("--plot", metavar="PNG", help="write a log-log plot of time and memory against n here")
+    p.add_argument("--plot", metavar="PNG", help="write a log-log plot of time and memory against n here (the format "
+                   "from the file's extension: .png, .pdf, .svg, ...; no extension: PNG)")
 
 
 def _fmt_bytes(b) -> str:
     return "-" if b is None else f"{b / 2**20:,.0f} MiB"
+
+
+#: width of the label column of the table (fits "patched [p 4: 1024 tok] [128^2]", so n= stays aligned)
+_LABEL_WIDTH = 32
 
 
 def _log(rec: dict) -> None:
@@ -56,14 +61,16 @@ def _log(rec: dict) -> None:
         label += f" [{rec['grid_side']}^2]"
     if rec.get("fourier_order") and rec["fourier_order"] != "quadratic":
         label += f" [{rec['fourier_order']}]"
+    if rec.get("compile"):
+        label += " [compiled]"
     if rec["status"] != "ok":
-        print(f"{label:24s} n={rec['n']:>8d}  {rec['status']}: {rec['note']}", flush=True)
+        print(f"{label:{_LABEL_WIDTH}s} n={rec['n']:>8d}  {rec['status']}: {rec['note']}", flush=True)
         return
     frac = rec.get("fraction_of_matmul_rate")
     frac_model = rec.get("fraction_of_matmul_rate_model_flops")
     model = rec.get("flops_model_fwd_bwd")
     line = (
-        f"{label:24s} n={rec['n']:>8d}  {rec['seconds_fwd_bwd']:9.4f} s  {_fmt_bytes(rec['peak_memory_bytes']):>12s}  "
+        f"{label:{_LABEL_WIDTH}s} n={rec['n']:>8d}  {rec['seconds_fwd_bwd']:9.4f} s  {_fmt_bytes(rec['peak_memory_bytes']):>12s}  "
         f"{rec['flops_fwd_bwd'] / 1e9:8.2f} GFLOP  {rec['gflops_per_s']:7.2f} GFLOP/s"
     )
     if rec.get("peak_live_bytes") and rec.get("saved_activation_bytes"):
@@ -76,7 +83,8 @@ def _log(rec: dict) -> None:
     if rec.get("matmul_gflops_interleaved"):
         line += f"  [{rec.get('matmul_dtype', 'float32')} matmul {rec['matmul_gflops_interleaved']:.1f} GFLOP/s same run]"
     if rec.get("ratio_to_reference") is not None:
-        line += f"  ref {rec['reference_seconds_fwd_bwd']:.4f} s, ours/ref {rec['ratio_to_reference']:.3f}"
+        ref = "ref (eager, not compiled)" if rec.get("compile") else "ref"
+        line += f"  {ref} {rec['reference_seconds_fwd_bwd']:.4f} s, ours/ref {rec['ratio_to_reference']:.3f}"
     print(line + f"  load {rec['loadavg'][0] if rec.get('loadavg') else '?'}", flush=True)
 
 
@@ -116,9 +124,15 @@ def _finish(records: list[dict], args) -> int:
         from .plot import plot_records
 
         slopes = plot_records(records, args.plot)
-        print(f"wrote {args.plot}; log-log slopes (two largest n): "
-              + ", ".join(f"{k}: time {v.get('seconds_fwd_bwd') or float('nan'):.2f} "
-                          f"memory {v.get('peak_memory_bytes') or float('nan'):.2f}" for k, v in slopes.items()))
+
+        def _slope(value) -> str:
+            return "-" if value is None else f"{value:.2f}"
+
+        shown = {k: v for k, v in slopes.items()
+                 if v.get("seconds_fwd_bwd") is not None or v.get("peak_memory_bytes") is not None}
+        print(f"wrote {args.plot}" + ("; log-log slopes (two largest n): " + ", ".join(
+            f"{k}: time {_slope(v.get('seconds_fwd_bwd'))} memory {_slope(v.get('peak_memory_bytes'))}"
+            for k, v in shown.items()) if shown else " (no slopes: fewer than two n measured per series)"))
     failed = [r for r in records if r["status"] == "failed"]
     return 1 if failed else 0
 
@@ -159,6 +173,45 @@ def _check_output_files(args) -> Optional[str]:
     return None
 
 
+def _check_numbers(args, positive=(), at_least_one=()) -> Optional[str]:
+    """Why a numeric flag, --device or the --plot format cannot be used (checked before anything runs), or None."""
+    for name in at_least_one:
+        value = getattr(args, name, None)
+        if value is not None and value < 1:
+            return f"--{name.replace('_', '-')} must be >= 1, got {value}"
+    for name in positive:
+        value = getattr(args, name, None)
+        if value is not None and not value > 0:
+            return f"--{name.replace('_', '-')} must be > 0, got {value}"
+    if getattr(args, "in_process", False) and getattr(args, "timeout", None) is not None:
+        return "--timeout needs each case in its own worker process; it cannot stop a case run with --in-process"
+    device = getattr(args, "device", None)
+    if device is not None:
+        import torch
+
+        try:
+            kind = torch.device(device).type
+        except (RuntimeError, ValueError):
+            return f"--device {device}: expected cpu or cuda[:i]"
+        if kind not in ("cpu", "cuda"):
+            return f"--device {device}: expected cpu or cuda[:i]"
+        if kind == "cuda" and not torch.cuda.is_available():
+            return f"--device {device}: no CUDA device is visible to torch"
+    plot = getattr(args, "plot", None)
+    if plot:
+        from pathlib import Path
+
+        suffix = Path(plot).suffix.lower().lstrip(".")
+        if suffix:
+            from matplotlib.backend_bases import FigureCanvasBase
+
+            formats = FigureCanvasBase.get_supported_filetypes()
+            if suffix not in formats:
+                return (f"--plot {plot}: matplotlib cannot write .{suffix} files; "
+                        f"use one of .{', .'.join(sorted(formats))} (e.g. .png)")
+    return None
+
+
 def cmd_attention(args) -> int:
     from .cases import attention_case
     from .runner import machine_with_rates
@@ -171,6 +224,9 @@ def cmd_attention(args) -> int:
         value = getattr(args, name, None)
         if problem is None and value is not None and value < 1:
             problem = f"--{name.replace('_', '-')} must be >= 1, got {value}"
+    if problem is None:
+        problem = _check_numbers(args, positive=("max_memory", "timeout"),
+                                 at_least_one=("threads", "chunk_size", "matmul_size"))
     if problem is None and args.d_model % args.heads:
         problem = f"--d-model {args.d_model} must be a multiple of --heads {args.heads}"
     if problem is not None:
@@ -187,21 +243,21 @@ def cmd_attention(args) -> int:
     for kind in args.kinds:  # 2D kinds: n a perfect square (and its side a multiple of the patch)
         for n in args.n:
             try:
-                attention_case(kind, n, window=args.window, patch=args.patch)
+                attention_case(kind, n, window=args.window, patch=args.patch, compare_reference=args.reference)
             except ValueError as err:
                 print(f"opformer: error: {err}", file=sys.stderr)
                 return 2
-    _threads(args)
-    machine = machine_with_rates(args.device, args.dtype, args.matmul_size)
-    _header(machine)
-    max_memory = None if args.max_memory is None else int(args.max_memory * 2**30)
-    if args.reference:
+    if args.reference:  # before the matmul rate is measured: a missing package is known at once
         from .reference import reference_available
 
         if not reference_available():
             print("opformer: error: --reference needs the reference package: "
                   "pip install --no-deps galerkin-transformer==0.2.1", file=sys.stderr)
             return 2
+    _threads(args)
+    machine = machine_with_rates(args.device, args.dtype, args.matmul_size)
+    _header(machine)
+    max_memory = None if args.max_memory is None else int(args.max_memory * 2**30)
     records = bench_attention(
         args.kinds, args.n, max_memory=max_memory, isolate=not args.in_process, timeout=args.timeout,
         machine=machine, log=_log, d_model=args.d_model, n_heads=args.heads, batch=args.batch,
@@ -222,6 +278,9 @@ def cmd_model(args) -> int:
     problem = _check_output_files(args)
     if problem is None and args.n and min(args.n) < 1:
         problem = f"--n must be >= 1, got {min(args.n)}"
+    if problem is None:
+        problem = _check_numbers(args, positive=("timeout",),
+                                 at_least_one=("batch", "repeats", "warmup", "threads", "matmul_size"))
     if problem is not None:
         print(f"opformer: error: {problem}", file=sys.stderr)
         return 2
@@ -281,13 +340,20 @@ def cmd_train(args) -> int:
         print(f"opformer: error: {err}", file=sys.stderr)
         return 2
     problem = _check_output_files(args)
+    for preset, over in [*cases, ("--set", shared)]:  # fields the bench sets itself would be silently replaced
+        taken = {"epochs": "--epochs", "accelerator": "--device", "devices": "--device"}
+        for key in over:
+            if problem is None and key in taken:
+                where = "--set" if preset == "--set" else preset
+                problem = f"{where}: {key}= is set by opformer bench train; use {taken[key]} instead"
+    if problem is None and args.warmup < 0:
+        problem = f"--warmup must be >= 0, got {args.warmup}"
+    if problem is None:
+        problem = _check_numbers(args, at_least_one=("epochs", "repeats", "threads"))
     if problem is not None:
         print(f"opformer: error: {problem}", file=sys.stderr)
         return 2
     _threads(args)
-    if args.device == "cuda" and not torch.cuda.is_available():
-        print("opformer: error: --device cuda: no CUDA device is visible to torch", file=sys.stderr)
-        return 2
     info = measure.machine_info(args.device)
     gpu = f"{info['gpu']} on " if "gpu" in info else ""
     print(f"# {gpu}{info.get('cpu', '')}; torch {torch.__version__}, {torch.get_num_threads()} threads; "
@@ -316,6 +382,7 @@ def cmd_train(args) -> int:
               f"load {rec['loadavg'][0]}", flush=True)
     if args.json:
         write_json(records, args.json)
+        print(f"wrote {args.json}")
     return 0
 
 

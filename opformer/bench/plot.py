@@ -6,7 +6,7 @@ import math
 from pathlib import Path
 from typing import Optional
 
-__all__ = ["loglog_slope", "record_label", "fit_slopes", "SLOPE_FIELDS", "plot_records"]
+__all__ = ["loglog_slope", "record_label", "fit_slopes", "SLOPE_FIELDS", "plot_records", "plot_title"]
 
 #: record fields whose log-log slope against n is reported, and their short names
 SLOPE_FIELDS = {
@@ -65,6 +65,25 @@ def fit_slopes(records: list[dict], fields=tuple(SLOPE_FIELDS), tail: int = 2) -
     return out
 
 
+def plot_title(records: list[dict]) -> str:
+    """The settings every record shares (d_model, heads, batch, layers, device and dtype) and the machine; a setting
+    the records differ in (several model presets, each with its own config) is left out rather than taken from the
+    first record."""
+
+    def shared(field):
+        values = [r.get(field) for r in records]
+        return values[0] if values[0] is not None and all(v == values[0] for v in values) else None
+
+    parts = [f"{name}={shared(field)}" for field, name in
+             (("d_model", "d_model"), ("n_heads", "heads"), ("batch", "batch"), ("layers", "layers"))
+             if shared(field) is not None]
+    where = " ".join(str(shared(f)) for f in ("device", "dtype") if shared(f) is not None)
+    if where:
+        parts.append(where)
+    m = records[0].get("machine") or {}
+    return ", ".join(parts) + f" — {m.get('gpu') or m.get('cpu', '')}"
+
+
 def plot_records(records: list[dict], path: str, title: Optional[str] = None) -> dict:
     """Write a two-panel log-log PNG (time, memory against n); return the fitted slopes ``{label: {field: s}}``."""
     import matplotlib
@@ -97,12 +116,7 @@ def plot_records(records: list[dict], path: str, title: Optional[str] = None) ->
         else:
             ax.text(0.5, 0.5, "not measured", ha="center", va="center", transform=ax.transAxes)
     if title is None and records:
-        r = records[0]
-        m = r.get("machine") or {}
-        title = (
-            f"d_model={r.get('d_model')}, heads={r.get('n_heads')}, batch={r.get('batch')}, layers={r.get('layers')}, "
-            f"{r.get('device')} {r.get('dtype')} — {m.get('gpu') or m.get('cpu', '')}"
-        )
+        title = plot_title(records)
     if title:
         fig.suptitle(title, fontsize=9)
     fig.tight_layout()

@@ -29,6 +29,12 @@ def default_max_memory(device: str = "cpu") -> int:
     return int(0.8 * avail) if avail else 8 << 30
 
 
+def _size(nbytes: int) -> str:
+    """A memory size for a note: GiB with one decimal from 1 GiB up, else MiB (so 15 MiB against a 10 MiB budget
+    does not read "0.0 GiB exceeds 0.0 GiB")."""
+    return f"{nbytes / 2**30:.1f} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:.1f} MiB"
+
+
 def _skipped(case: dict, note: str, machine: dict) -> dict:
     rec = dict(case)
     rec.pop("seed", None)
@@ -70,7 +76,7 @@ def bench_attention(
             est = estimate_memory_bytes(case)
             if est > max_memory:
                 rec = _skipped(
-                    case, f"estimated memory {est / 2**30:.1f} GiB exceeds the budget {max_memory / 2**30:.1f} GiB",
+                    case, f"estimated memory {_size(est)} exceeds the budget {_size(max_memory)}",
                     machine,
                 )
             else:

@@ -1,0 +1,21 @@
+"""``opformer bench train --json FILE`` says where it wrote the records, as ``bench attention`` and ``bench model``
+do (it used to write the file without a word)."""
+
+import json
+
+from opformer.bench import cli
+
+
+def test_train_json_is_announced(tmp_path, capsys, monkeypatch):
+    import opformer.bench.train as train
+
+    rec = dict(what="train", preset="burgers-quick", grid=[256], batch=8, steps=33, epoch_seconds=2.0,
+               bare_step_seconds=0.05, validation_seconds=0.1, checkpoint_seconds=0.01, gc_seconds=0.001,
+               overhead=1.2)
+    monkeypatch.setattr(train, "train_overhead", lambda *a, **k: dict(rec))
+    monkeypatch.setattr(cli, "_threads", lambda args: 1)
+    out_file = tmp_path / "sub" / "t.json"
+    assert cli.main(["bench", "train", "burgers-quick", "--json", str(out_file)]) == 0
+    out = capsys.readouterr().out
+    assert f"wrote {out_file}" in out.splitlines()[-1]
+    assert json.loads(out_file.read_text())[0]["overhead"] == 1.2
