@@ -112,7 +112,8 @@ class ScOTConfig:
         _rate("attn_dropout", self.attn_dropout)
         check_size("grid_size", self.grid_size)
         if self.grid_size is not None and self.grid_size < self.patch:
-            raise ValueError(f"grid_size={self.grid_size} is smaller than the patch size {self.patch}")
+            raise ValueError(f"grid_size={self.grid_size} is smaller than patch_size={self.patch} (the side of the "
+                             "patches)")
 
     def _pick(self, name):
         value = getattr(self, name)

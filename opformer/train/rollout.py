@@ -29,7 +29,9 @@ def register(sub) -> None:
                                                  "every trajectory of it, or only the run's test trajectories when "
                                                  "it is the file the model was trained on")
     r.add_argument("--keys", help="the trajectory array (default: the training key)")
-    r.add_argument("--mode", default="direct", choices=("direct", "autoregressive", "mixed"))
+    r.add_argument("--mode", choices=("direct", "autoregressive", "mixed"),
+                   help="direct (the default), autoregressive (the default and only mode of a --history model) or "
+                        "mixed")
     r.add_argument("--step", type=float, help="autoregressive step (default: the training snapshot spacing)")
     r.add_argument("--times", help="comma-separated times t - t_0 (default: the file's snapshot times)")
     r.add_argument("--time-key", help="the array (or HDF5 attribute) of the file's snapshot times (default: the "
@@ -60,18 +62,30 @@ def _run(args) -> int:
                              time_key=args.time_key)
     except (ConfigError, DataError, LoadError) as exc:
         return _fail(exc)
-    known = [(t, e) for t, e in zip(m["times"], m["rel_l2"]) if e is not None]
+    known = [(t, e) for t, e in zip(m["times"], m["rel_l2"]) if e is not None and t > 0]  # t = 0: u0 itself
+    if m["n"] < m["n_available"]:  # --samples: the first of them, which the line says
+        whose = "the run's" if m["trajectories"] == _OWN_TEST_TRAJECTORIES else "the file's"
+        test = " test" if m["trajectories"] == _OWN_TEST_TRAJECTORIES else ""
+        rolled = f"the first {m['n']} of {whose} {m['n_available']}{test} trajectories (--samples {m['n']})"
+    else:
+        rolled = f"{_count(m['n'], 'trajectory', 'trajectories')} ({m['trajectories']})"
     if known:
-        unscored = len(m["times"]) - len(known)
+        bad = len(m["nonfinite_times"])
+        unscored = sum(e is None for e in m["rel_l2"]) - bad
         beyond = (f"; {unscored} of the {len(m['times'])} times have no truth in the file (predictions only)"
-                  if unscored else "")
-        print(f"{m['mode']} rollout of {_count(m['n'], 'trajectory', 'trajectories')} ({m['trajectories']}): mean "
+                  if unscored else "") + (f"; NaN or inf predictions (unscored) at {_count(bad, 'time', 'times')}: "
+                                          f"{', '.join(f'{t:g}' for t in m['nonfinite_times'])}" if bad else "")
+        print(f"{m['mode']} rollout of {rolled}: mean "
               f"relative L2 over time {m['mean_rel_l2']:.4e}, at t = {known[-1][0]:g}: {known[-1][1]:.4e}{beyond}")
+    elif m["nonfinite_times"]:
+        print(f"{m['mode']} rollout of {rolled}: NaN or inf predictions (unscored) at every time with a truth")
+    elif all(t == 0 for t in m["times"]):
+        print(f"{m['mode']} rollout of {_count(m['n'], 'trajectory', 'trajectories')} at t = 0 only: u(t_0) itself, "
+              "nothing predicted")
     else:
         print(f"{m['mode']} rollout of {_count(m['n'], 'trajectory', 'trajectories')} at times the file does not "
               "store: predictions only")
-    print(f"wrote {m['out']}/rollout.json, rollout.csv, predictions.npz and plots/ (error_vs_time.png, snapshots.png, "
-          "trajectory.gif)")
+    print(f"wrote {m['out']}/rollout.json, rollout.csv, predictions.npz and plots/ ({', '.join(m['plots'])})")
     return 0
 
 
@@ -90,11 +104,12 @@ def _check_layout(data, key: str, shape: tuple, dim: int) -> None:
                     f"(samples, times, {grid}) or (samples, times, {grid}, 1)")
 
 
-def rollout_file(model, *, data, mode="direct", step: Optional[float] = None, times=None, out=None, key=None,
-                 samples: Optional[int] = None, show: int = 0, resample: str = "auto",
+def rollout_file(model, *, data, mode: Optional[str] = None, step: Optional[float] = None, times=None, out=None,
+                 key=None, samples: Optional[int] = None, show: int = 0, resample: str = "auto",
                  time_key: Optional[str] = None) -> dict:
-    """Roll ``model`` out on the trajectories of ``data``; writes the errors and plots into ``out``.  ``time_key``:
-    the array or HDF5 attribute of the file's snapshot times (default: the training's)."""
+    """Roll ``model`` out on the trajectories of ``data``; writes the errors and plots into ``out``.  ``mode``:
+    direct, autoregressive or mixed (None: direct, autoregressive for a ``--history`` model, which steps only).
+    ``time_key``: the array or HDF5 attribute of the file's snapshot times (default: the training's)."""
     from ..config import ConfigError, OpformerWarning, SettingError
     from ..data.readers import open_source
     from ..tasks.artifact import count_argument, load
@@ -130,6 +145,7 @@ def rollout_file(model, *, data, mode="direct", step: Optional[float] = None, ti
     src = open_source(data, (key,))
     _check_layout(data, key, src.shapes[key], predictor.task.dim)
     indices, which = _trajectories(predictor.run_config, Path(data), src.n_samples)
+    available = len(indices)  # --samples takes the first of these
     if samples is not None:
         if samples > len(indices):
             warnings.warn(f"--samples {samples}: {data} has {_count(len(indices), 'trajectory', 'trajectories')} "
@@ -137,7 +153,11 @@ def rollout_file(model, *, data, mode="direct", step: Optional[float] = None, ti
         indices = indices[: int(samples)]
     n = len(indices)
     if n < 1 or not 0 <= show < n:
-        raise ConfigError(f"--show {show} must be one of the {n} trajectories used")
+        used = _count(n, "trajectory is", "trajectories are") + (f" used (--samples {samples})" if samples is not None
+                                                                  else f" rolled out ({which})")
+        usable = "0" if n == 1 else f"0 to {n - 1}"
+        raise ConfigError(f"--show {show} is out of range: {used}; give --show {usable}" if n else
+                          f"--show {show}: no trajectory is rolled out")
     traj = src.read(key, indices)
     channel = traj.ndim == predictor.task.dim + 3  # (samples, times, *grid, 1): the predictions are written so too
     if channel:
@@ -145,6 +165,8 @@ def rollout_file(model, *, data, mode="direct", step: Optional[float] = None, ti
     file_times = rollout_times(data, src, key, traj.shape[1], options, info["times"], named=time_key is not None)
     rel = file_times - file_times[0]
     h = predictor.history
+    if mode is None:
+        mode = "autoregressive" if h > 1 else "direct"
     want = rel[h:] if times is None else np.asarray(times, dtype=np.float64)
     if h > 1 and times is not None and not np.all(want > rel[h - 1]):
         raise SettingError(
@@ -169,7 +191,12 @@ def rollout_file(model, *, data, mode="direct", step: Optional[float] = None, ti
         errors.append(float(np.mean(np.linalg.norm(diff, axis=1) / np.linalg.norm(traj[:, idx].reshape(n, -1),
                                                                                       axis=1).clip(1e-12))))
     horizon = float(info.get("max_lead", rel[-1]))
-    known = [e for e in errors if e is not None]
+    # a NaN or inf prediction has no error: null in rollout.json (strict JSON), its time listed under nonfinite_times
+    nonfinite = [float(t) for t, e in zip(want, errors) if e is not None and not np.isfinite(e)]
+    errors = [None if e is not None and not np.isfinite(e) else e for e in errors]
+    # scored: the predicted times with a truth; t = 0 is u0 itself (error 0), kept in rel_l2 but in no mean
+    scored = [(t, e) for t, e in zip(want, errors) if e is not None and t > 0]
+    known = [e for _, e in scored]
     if out is None:
         own = which == _OWN_TEST_TRAJECTORIES
         from .run import distinct_output_folder
@@ -177,12 +204,13 @@ def rollout_file(model, *, data, mode="direct", step: Optional[float] = None, ti
         out = distinct_output_folder(_default_out(Path(model), mode, None if own else Path(str(data)), resample),
                                      "rollout.json", {"data_path": str(Path(data).resolve()), "key": key})
     metrics = {"model": str(model), "data": str(data), "data_path": str(Path(data).resolve()), "key": key,
-               "trajectories": which, "mode": mode,
+               "trajectories": which, "n_available": available, "mode": mode,
                "step": step or info.get("step"), "n": n,
                "times": [float(t) for t in want], "rel_l2": errors, "training_horizon": horizon,
                "mean_rel_l2": float(np.mean(known)) if known else None,
-               "mean_rel_l2_in_horizon": _mean([e for e, t in zip(errors, want) if e is not None and t <= horizon]),
-               "mean_rel_l2_beyond_horizon": _mean([e for e, t in zip(errors, want) if e is not None and t > horizon])}
+               "mean_rel_l2_in_horizon": _mean([e for t, e in scored if t <= horizon]),
+               "mean_rel_l2_beyond_horizon": _mean([e for t, e in scored if t > horizon]),
+               "nonfinite_times": nonfinite}
     with locked_output(out, _ROLLOUT_USER):  # a second rollout into out meanwhile is refused
         (out / "plots").mkdir(parents=True, exist_ok=True)
         with replacing(out / "predictions.npz", "wb") as fh:  # the predicted fields, for the user's own analysis
@@ -195,8 +223,11 @@ def rollout_file(model, *, data, mode="direct", step: Optional[float] = None, ti
             w.writerow(["time", "rel_l2"])
             for t, e in zip(want, errors):
                 w.writerow([f"{t:g}", "" if e is None else f"{e:.6e}"])
-        _plots(out / "plots", predictor, want, errors, horizon, mode, traj[show], pred[show], truth_idx)
+        shown = f"trajectory {int(indices[show])} of {Path(str(data)).name}"
+        written = _plots(out / "plots", predictor, want, errors, horizon, mode, traj[show], pred[show], truth_idx,
+                         shown)
     metrics["out"] = str(out)
+    metrics["plots"] = written
     return metrics
 
 
@@ -230,85 +261,135 @@ def _default_out(model: Path, mode: str, data: Optional[Path] = None, resample: 
     return base / (f"rollout-{file_part(data)}{mode}" + ("" if resample == "auto" else f"-resample-{resample}"))
 
 
-def _plots(folder: Path, predictor, times, errors, horizon, mode, truth, pred, truth_idx) -> None:
-    """error_vs_time.png, snapshots.png (input, truth, prediction, error at up to four times), trajectory.gif."""
+def _plots(folder: Path, predictor, times, errors, horizon, mode, truth, pred, truth_idx, shown_name="") -> list:
+    """error_vs_time.png, snapshots.png (input, truth, prediction, error at up to four times; at times the file does
+    not store, input and prediction), trajectory.gif; returns the names of the files written.  ``shown_name``: the
+    trajectory shown (``trajectory 22 of ns.h5``), in the titles.  t = 0 (u0 itself) is neither plotted nor shown."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.animation import FuncAnimation, PillowWriter
 
+    times = [float(t) for t in times]
     fig, ax = plt.subplots(figsize=(6, 3.8))
-    pts = [(t, e) for t, e in zip(times, errors) if e is not None]
+    pts = [(t, e) for t, e in zip(times, errors) if e is not None and t > 0 and np.isfinite(e) and e > 0]
     if pts:
         ax.semilogy(*zip(*pts), marker="o", ms=3, label=f"{mode}")
+        low, high = min(e for _, e in pts), max(e for _, e in pts)
+        if high < 10 * low:  # within a decade: plain numbers (0.9965), not 9.965 x 10^-1 on every minor tick
+            from matplotlib.ticker import FormatStrFormatter
+
+            ax.yaxis.set_major_formatter(FormatStrFormatter("%.4g"))
+            ax.yaxis.set_minor_formatter(FormatStrFormatter("%.4g"))
+    else:
+        ax.text(0.5, 0.5, "no truth in the file at these times: predictions only", ha="center", va="center",
+                transform=ax.transAxes, fontsize=9, color="0.3")
+        ax.set_yticks([])
     ax.axvline(horizon, color="0.5", ls="--", lw=1, label="training horizon")
+    ax.set_xlim(0, 1.04 * max([horizon] + times))  # every asked time, with or without a truth
     ax.set_xlabel("t - t_0")
     ax.set_ylabel("relative L2 error")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
+    ax.set_title(f"{mode} rollout" + (f", mean over the trajectories ({shown_name.split(' of ')[-1]})"
+                                      if shown_name else ""), fontsize=9)
     fig.tight_layout()
     fig.savefig(folder / "error_vs_time.png", dpi=110)
     plt.close(fig)
+    written = ["error_vs_time.png"]
 
     two_d = predictor.task.dim == 2
-    shown = [k for k, i in enumerate(truth_idx) if i is not None]
+    later = [k for k, t in enumerate(times) if t > 0]
+    shown = [k for k in later if truth_idx[k] is not None] or later  # no truth at any time: the predictions alone
     shown = [shown[int(round(x))] for x in np.linspace(0, len(shown) - 1, min(4, len(shown)))] if shown else []
     if shown:
         fig, axes = plt.subplots(len(shown), 4 if two_d else 1, figsize=(13 if two_d else 7, 3 * len(shown)),
                                  squeeze=False)
         for row, k in enumerate(shown):
-            true_k = truth[truth_idx[k]]
+            true_k = truth[truth_idx[k]] if truth_idx[k] is not None else None
             if two_d:
-                lim = float(np.abs(true_k).max()) or 1.0
-                lim0 = float(np.abs(truth[0]).max()) or 1.0  # the initial state on its own scale (decay, growth)
-                panels = [(truth[0], "u(t_0)", "RdBu_r", lim0), (true_k, f"truth t={times[k]:g}", "RdBu_r", lim),
-                          (pred[k], f"prediction ({mode})", "RdBu_r", lim),
-                          (pred[k] - true_k, "error", "RdBu_r", float(np.abs(pred[k] - true_k).max()) or 1.0)]
-                for ax, (img, title, cmap, v) in zip(axes[row], panels):
-                    im = ax.imshow(np.asarray(img).T, origin="lower", cmap=cmap, vmin=-v, vmax=v, extent=(0, 1, 0, 1))
-                    fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
-                    ax.set_title(title, fontsize=8)
+                ref = pred[k] if true_k is None else true_k
+                lim = _limit(ref)
+                lim0 = _limit(truth[0])  # the initial state on its own scale (decay, growth)
+                panels = [(truth[0], "u(t_0)", lim0), (true_k, f"truth t={times[k]:g}", lim),
+                          (pred[k], f"prediction ({mode}) t={times[k]:g}{_nonfinite(pred[k])}", lim),
+                          (None if true_k is None else pred[k] - true_k, "error",
+                           None if true_k is None else _limit(pred[k] - true_k))]
+                for ax, (img, title, v) in zip(axes[row], panels):
                     ax.set_xticks([])
                     ax.set_yticks([])
+                    if img is None:
+                        ax.text(0.5, 0.5, f"no truth in the file\nat t={times[k]:g}", ha="center", va="center",
+                                transform=ax.transAxes, fontsize=9, color="0.3")
+                        continue
+                    im = ax.imshow(np.asarray(img).T, origin="lower", cmap="RdBu_r", vmin=-v, vmax=v,
+                                   extent=(0, 1, 0, 1))
+                    fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
+                    ax.set_title(title, fontsize=8)
             else:
                 ax = axes[row, 0]
                 x = np.arange(truth.shape[-1]) / truth.shape[-1]
                 ax.plot(x, truth[0], color="0.6", ls="--", lw=1, label="u(t_0)")
-                ax.plot(x, true_k, color="k", lw=1.5, label=f"truth t={times[k]:g}")
-                ax.plot(x, pred[k], color="C3", lw=1, label=f"prediction ({mode})")
+                if true_k is not None:
+                    ax.plot(x, true_k, color="k", lw=1.5, label=f"truth t={times[k]:g}")
+                ax.plot(x, pred[k], color="C3", lw=1, label=f"prediction ({mode}) t={times[k]:g}{_nonfinite(pred[k])}")
                 ax.legend(fontsize=7)
+        if shown_name:
+            fig.suptitle(f"{shown_name}, {mode} rollout", fontsize=10)
         fig.tight_layout()
         fig.savefig(folder / "snapshots.png", dpi=100)
         plt.close(fig)
+        written.append("snapshots.png")
 
-    frames = [k for k, i in enumerate(truth_idx) if i is not None] or list(range(len(times)))
+    frames = later or list(range(len(times)))
     fig, axes = plt.subplots(1, 2 if two_d else 1, figsize=(8 if two_d else 6, 3.6), squeeze=False)
-    lim = float(np.abs(truth).max()) or 1.0
+    known = [truth[i] for i in truth_idx if i is not None]
+    lim = _limit(np.asarray(known) if known else pred)  # no truth at the asked times: the predictions' own scale
 
     def draw(f):
         k = frames[f]
+        i = truth_idx[k]
         for ax in axes[0]:
             ax.clear()
         if two_d:
-            i = truth_idx[k]
-            for ax, img, title in ((axes[0, 0], truth[i] if i is not None else pred[k] * np.nan, "truth"),
-                                   (axes[0, 1], pred[k], f"{mode} prediction")):
-                ax.imshow(np.asarray(img).T, origin="lower", cmap="RdBu_r", vmin=-lim, vmax=lim, extent=(0, 1, 0, 1))
+            for ax, img, title in ((axes[0, 0], truth[i] if i is not None else None,
+                                    "truth" if i is not None else "no truth in the file"),
+                                   (axes[0, 1], pred[k], f"{mode} prediction{_nonfinite(pred[k])}")):
                 ax.set_title(f"{title}, t = {times[k]:g}", fontsize=9)
                 ax.set_xticks([])
                 ax.set_yticks([])
+                if img is not None:
+                    ax.imshow(np.asarray(img).T, origin="lower", cmap="RdBu_r", vmin=-lim, vmax=lim,
+                              extent=(0, 1, 0, 1))
         else:
             ax = axes[0, 0]
             x = np.arange(truth.shape[-1]) / truth.shape[-1]
-            if truth_idx[k] is not None:
-                ax.plot(x, truth[truth_idx[k]], color="k", lw=1.5, label="truth")
-            ax.plot(x, pred[k], color="C3", lw=1, label="prediction")
+            if i is not None:
+                ax.plot(x, truth[i], color="k", lw=1.5, label="truth")
+            ax.plot(x, pred[k], color="C3", lw=1, label=f"prediction{_nonfinite(pred[k])}")
             ax.set_ylim(-1.1 * lim, 1.1 * lim)
-            ax.set_title(f"t = {times[k]:g}", fontsize=9)
+            ax.set_title(f"t = {times[k]:g}" + ("" if i is not None else " (no truth in the file)"), fontsize=9)
             ax.legend(fontsize=7, loc="upper right")
         return []
 
+    if shown_name:
+        fig.suptitle(shown_name, fontsize=9)
+        fig.subplots_adjust(top=0.84)
     anim = FuncAnimation(fig, draw, frames=len(frames), blit=False)
     anim.save(folder / "trajectory.gif", writer=PillowWriter(fps=4), dpi=70)
     plt.close(fig)
+    written.append("trajectory.gif")
+    return written
+
+
+def _limit(field) -> float:
+    """The symmetric colour limit of ``field``: its largest finite magnitude (1 where it has none)."""
+    a = np.abs(np.asarray(field, dtype=np.float64))
+    a = a[np.isfinite(a)]
+    return float(a.max()) if a.size and a.max() > 0 else 1.0
+
+
+def _nonfinite(field) -> str:
+    """A title's note where a predicted field holds NaN or inf (drawn blank): " (NaN/inf)", else ""."""
+    return "" if np.isfinite(np.asarray(field)).all() else " (NaN/inf)"
