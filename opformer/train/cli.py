@@ -421,7 +421,11 @@ def _eval(args: argparse.Namespace) -> int:
         return _fail(exc)
     grid = "x".join(map(str, m["resolution"]))
     n = m["n_test"]
-    print(f"test relative L2 on {grid}: {m['test_rel_l2']:.4e} ({n} sample{'' if n == 1 else 's'} of {m['data']})")
+    what = f"{n} sample{'' if n == 1 else 's'}"
+    if "n_trajectories" in m:  # a time-dependent model: its samples are (t_0, t_k) pairs of trajectories
+        k = m["n_trajectories"]
+        what = f"{n} (t_0, t_k) pair{'' if n == 1 else 's'} of {k} trajector{'y' if k == 1 else 'ies'}"
+    print(f"test relative L2 on {grid}: {m['test_rel_l2']:.4e} ({what} of {m['data']})")
     print("plots: " + ", ".join(m["plots"]))
     return 0
 

@@ -1596,6 +1596,7 @@ def evaluate(checkpoint, *, data: Optional[str] = None, keys=None, resolution: O
         "resampled_to_training_grid": predictor.runs_on_training_grid(tuple(bundle.input_grid)),
         "test_rel_l2": float(np.mean(errs)),
         "n_test": len(test),
+        **({"n_trajectories": int(test.traj.shape[0])} if getattr(test, "traj", None) is not None else {}),
         "seconds": round(time.perf_counter() - started, 2),
         "version": __version__,
     }

@@ -343,7 +343,7 @@ def test_rollout_covers_every_snapshot_of_a_longer_file_with_or_without_times(tm
         np.testing.assert_array_equal(b["prediction"][..., 0], a["prediction"])
 
 
-def test_eval_on_a_file_without_times_uses_the_training_spacing(tmp_path):
+def test_eval_on_a_file_without_times_uses_the_training_spacing(tmp_path, capsys):
     """Trained on snapshots 0.1 apart (times under --time-key), evaluated on the same trajectories stored without
     times: the lead times are the training's (0.1, 0.2, ...), not --dt's default 1, so the error is the same."""
     q = np.random.default_rng(3).standard_normal((6, 4, 16))
@@ -355,7 +355,11 @@ def test_eval_on_a_file_without_times_uses_the_training_spacing(tmp_path):
     errors = []
     for name in ("with.npz", "without.npz"):
         assert main(["eval", str(out), "--data", str(tmp_path / name), "--out", str(tmp_path / f"eval-{name}")]) == 0
-        errors.append(json.loads((tmp_path / f"eval-{name}" / "metrics.json").read_text())["test_rel_l2"])
+        metrics = json.loads((tmp_path / f"eval-{name}" / "metrics.json").read_text())
+        errors.append(metrics["test_rel_l2"])
+        # the samples said as what they are: (t_0, t_k) pairs, 3 of each of the 6 trajectories
+        assert metrics["n_trajectories"] == 6 and metrics["n_test"] == 18
+        assert f"(18 (t_0, t_k) pairs of 6 trajectories of {tmp_path / name})" in capsys.readouterr().out
     assert errors[0] == pytest.approx(errors[1], rel=1e-6)
     assert opformer.load(out).options.dt == pytest.approx(0.1)
 
