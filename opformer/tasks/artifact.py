@@ -382,8 +382,11 @@ class Predictor:
             grid = "x".join(map(str, input.shape[1:-1]))
             network = type(getattr(self.operator, "model", self.operator)).__name__
             why = str(exc).replace(network, f"the {self._name()} model")
+            # a trained model's sizes are fixed: the model's own advice (another patch_size, ...) is for training
+            why = why.replace(" (choose a smaller patch_size or set grid_size)", "")
             raise ConfigError(f"this model cannot predict on the {grid} grid of these inputs: {why} (it was "
-                              f"trained on {'x'.join(map(str, self.artifact['input_grid']))})") from None
+                              f"trained on {'x'.join(map(str, self.artifact['input_grid']))}; resample 'always' runs it "
+                              "there, the inputs interpolated to that grid and the predictions back)") from None
 
     @property
     def time_dependent(self) -> bool:
