@@ -149,7 +149,7 @@ def test_a_grid_too_coarse_for_the_model_is_a_one_line_error(tmp_path, capsys, o
     err = capsys.readouterr().err
     assert "cannot predict on the 3x3 grid" in err and "trained on 33x33" in err and "Traceback" not in err
     # a trained model's patch size is fixed: the training advice is not repeated, the way to run it is given
-    assert "patch_size" not in err and "resample 'always' runs it there" in err
+    assert "choose a smaller patch_size" not in err and "resample 'always' runs it there" in err
     assert not (tmp_path / "p.npz").exists()
 
 
