@@ -187,9 +187,12 @@ def rollout_file(model, *, data, mode: Optional[str] = None, step: Optional[floa
         if idx is None:
             errors.append(None)
             continue
-        diff = (pred[:, k] - traj[:, idx]).reshape(n, -1)
-        errors.append(float(np.mean(np.linalg.norm(diff, axis=1) / np.linalg.norm(traj[:, idx].reshape(n, -1),
-                                                                                      axis=1).clip(1e-12))))
+        # in float64 with only an all-zero truth bounded: the error is the same at any scale of the data that
+        # float32 holds (an absolute clamp at 1e-12 misreported data of scale 1e-15)
+        truth = traj[:, idx].reshape(n, -1).astype(np.float64)
+        diff = pred[:, k].reshape(n, -1).astype(np.float64) - truth
+        errors.append(float(np.mean(np.linalg.norm(diff, axis=1)
+                                    / np.linalg.norm(truth, axis=1).clip(np.finfo(np.float64).tiny))))
     horizon = float(info.get("max_lead", rel[-1]))
     # a NaN or inf prediction has no error: null in rollout.json (strict JSON), its time listed under nonfinite_times
     nonfinite = [float(t) for t, e in zip(want, errors) if e is not None and not np.isfinite(e)]
