@@ -37,7 +37,7 @@ def nothing_runs(monkeypatch):
     (["attention", "--n", "512", "--timeout", "-1"], "--timeout"),
     (["attention", "--n", "512", "--matmul-size", "0"], "--matmul-size"),
     (["attention", "--n", "512", "--device", "foo"], "--device"),
-    (["attention", "--n", "512", "--plot", "/tmp/x.txt"], "--plot"),
+    (["attention", "--n", "512", "--plot", "plot.txt"], "--plot"),
     (["model", "burgers-gt", "--n", "512", "--repeats", "0"], "--repeats"),
     (["model", "burgers-gt", "--n", "512", "--batch", "0"], "--batch"),
     (["model", "burgers-gt", "--n", "512", "--warmup", "0"], "--warmup"),
