@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -83,7 +84,10 @@ def plot_predictions(path, inputs, targets, preds, labels: dict, errors=None, ti
                                **kw)
                 fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
                 rel = f" (rel. L2 {errors[j]:.2e})" if (errors is not None and i == 2) else ""
-                ax.set_title((f"{_short(names[j])}: " if i == 0 else "") + heads[i] + rel, fontsize=8)
+                # the first panel names the sample too: wrapped to the panel's width (a trajectory's "trajectory 12 of
+                # ns32.h5, snapshot 0 -> 1: vorticity w(t_0)" ran past the figure's left edge on one line)
+                lines = ([f"{_short(names[j])}:"] if i == 0 else []) + [heads[i] + rel]
+                ax.set_title("\n".join(textwrap.fill(line, 44) for line in lines), fontsize=8)
                 ax.set_xticks([])
                 ax.set_yticks([])
     if title:
