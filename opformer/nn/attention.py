@@ -771,6 +771,8 @@ class SimpleAttention(nn.Module):
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
         if chunk_size is not None and chunk_size <= 0:
             raise ValueError(f"chunk_size must be a positive int or None, got {chunk_size}")
+        if isinstance(norm_eps, bool) or not isinstance(norm_eps, numbers.Real) or not norm_eps > 0:
+            raise ValueError(f"norm_eps must be a number > 0 (the layer norm's epsilon), got {norm_eps!r}")
         if chunk_size is not None and kind not in QUADRATIC:  # a setting that would do nothing is refused
             raise ValueError(f"chunk_size applies to the kinds that form an n x n matrix ({', '.join(sorted(QUADRATIC))})"
                              f"; kind {kind!r} never does (leave chunk_size at None)")

@@ -80,3 +80,11 @@ def test_shape_errors_say_that_batch_one_is_accepted():
         m(x, torch.rand(3, 5, 2), torch.rand(5))
     out = m(x, torch.rand(1, 5, 2), torch.rand(1, 5))
     assert out.shape == (3, 5, 8)
+
+
+@pytest.mark.parametrize("value", [0.0, -1e-5, "1e-5", float("nan")])
+def test_norm_eps_must_be_positive(value):
+    """A negative norm_eps was accepted: the per-head norm then divides by sqrt(variance - |eps|), NaN for a
+    constant row; 0 divides by zero there."""
+    with pytest.raises(ValueError, match="norm_eps must be a number > 0"):
+        SimpleAttention(16, 4, "galerkin", 1, norm_eps=value)
