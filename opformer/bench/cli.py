@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Optional
 
@@ -380,10 +381,31 @@ def cmd_train(args) -> int:
               f"gc {rec['gc_seconds']:.3f} s  "
               f"overhead {rec['overhead']:.3f}x{'  (CUDA graphs)' if rec.get('cuda_graphs') else ''}  "
               f"load {rec['loadavg'][0]}", flush=True)
+        doubt = _train_timing_doubt(rec)
+        if doubt:
+            rec["timing_note"] = doubt
+            print(f"note: {preset}: {doubt}", flush=True)
     if args.json:
         write_json(records, args.json)
         print(f"wrote {args.json}")
     return 0
+
+
+def _train_timing_doubt(rec: dict) -> Optional[str]:
+    """Why a training-overhead record's figures cannot all be right, or None: an epoch cannot take less than its
+    bare steps (an overhead under 0.95), nor the network alone longer than the whole bare step; either means the
+    step times varied during the run (other work on the machine)."""
+    why = []
+    if rec.get("overhead") is not None and rec["overhead"] < 0.95:
+        why.append(f"an overhead of {rec['overhead']:.3f} (an epoch shorter than its bare steps)")
+    share, bare = rec.get("model_step_seconds"), rec.get("bare_step_seconds")
+    if share and bare and share > 1.05 * bare:
+        why.append(f"the network alone at {share / bare:.2f} of the whole step")
+    if not why:
+        return None
+    load = rec.get("loadavg") or ["?"]
+    return (f"{' and '.join(why)} cannot be: the step times varied during the run (load {load[0]} on "
+            f"{os.cpu_count()} CPUs); rerun on an idle machine or with more --repeats")
 
 
 def register(subparsers) -> argparse.ArgumentParser:
