@@ -353,6 +353,10 @@ class DataConfig:
     recipe: dict = opt({}, "overrides of the task's default generation recipe (used when path is null)")
     test_recipe: dict = opt({}, "overrides for a generated test file (used when path is null)")
     workers: Optional[int] = opt(None, "processes generating default data (null: all cores)", min=1)
+    grid: Optional[Literal["node", "cell"]] = opt(
+        None, "where the points of your 2D arrays sit in the square (darcy tasks): node = i/(n-1), both walls "
+              "included; cell = the cell centres (i+1/2)/n (null: the coordinates the file stores, else cell for "
+              ".mat files (the FNO data) and node for the others)")
 
 
 @dataclasses.dataclass

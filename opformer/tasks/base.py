@@ -143,6 +143,9 @@ class Task:
     default_keys: ClassVar[tuple] = ("input", "target")
     generator: ClassVar[Optional[str]] = None  # the pde recipe of the default data (None: the user's files only)
     options_class: ClassVar[type] = NoOptions
+    #: whether the user's files may say where their points sit (``data.grid``, ``--grid node|cell``): the tasks on a
+    #: square with walls, whose files may hold either grid; periodic problems have one kind of grid
+    grid_choice: ClassVar[bool] = False
     #: short model name -> build_model dict or model preset name; run presets are f"{name}-{short}"
     models: ClassVar[dict] = {}
     #: defaults of the run presets: {"data": {...}, "train": {...}} over DataConfig / TrainConfig

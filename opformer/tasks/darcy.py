@@ -10,6 +10,8 @@ on other grids by interpolation.  Loss: relative L2 plus the coefficient-weighte
 
 from __future__ import annotations
 
+from typing import Optional
+
 import numpy as np
 import torch
 
@@ -23,15 +25,20 @@ from .symmetry import check_symmetric_grid, dihedral_batch
 from .losses import effective_gamma, grid_step, h1_seminorm_2d, rel_l2
 
 
-def stored_grid(src, n: int) -> tuple[np.ndarray, str]:
-    """The stored 1D grid of a 2D file and its kind: the file's coordinates ``x`` when it has them, else cell
-    centres for the FNO ``.mat`` files and nodes (both ends) for other files."""
+def stored_grid(src, n: int, grid: Optional[str] = None) -> tuple[np.ndarray, str]:
+    """The stored 1D grid of a 2D file and its kind: the file's coordinates ``x`` when it has them, else ``grid``
+    ("node" or "cell", the user's ``--grid``), else cell centres for the FNO ``.mat`` files and nodes (both ends)
+    for other files.  A ``grid`` that the stored coordinates contradict is refused."""
     if "x" in src.coords:
         x = np.asarray(src.coords["x"], dtype=np.float64)
         if x.shape != (n,):
             raise DataError(f"{src.describe()}: coordinates 'x' expected shape ({n},), found {x.shape}")
-        return x, grid_kind_of(x)
-    kind = "cell" if src.kind == "mat" else "node"
+        kind = grid_kind_of(x)
+        if grid is not None and grid != kind:
+            raise DataError(f"--grid {grid}: {src.describe()} stores its coordinates x, on a {kind} grid; leave "
+                            "--grid out for this file")
+        return x, kind
+    kind = grid or ("cell" if src.kind == "mat" else "node")
     x = (np.arange(n) + 0.5) / n if kind == "cell" else np.arange(n) / (n - 1)
     return x, kind
 
@@ -81,7 +88,7 @@ def open_square(task, data, files):
     if n < MIN_SIDE:
         raise DataError(f"{train_src.describe()}: task {task.name} needs grids of at least {MIN_SIDE} x {MIN_SIDE} "
                         f"points, found {n} x {n}")
-    x, kind = stored_grid(train_src, n)
+    x, kind = stored_grid(train_src, n, data.grid)
     s = stride_for(n, data.resolution, nodes=True, where=train_src.describe())
     if len(x[::s]) < MIN_SIDE:
         raise DataError(f"--resolution {data.resolution} leaves {len(x[::s])} points a side; task {task.name} needs "
@@ -137,6 +144,7 @@ class DarcyTask(Task):
     name = "darcy"
     description = "Darcy flow a -> u on the unit square (paper §5.2)"
     dim = 2
+    grid_choice = True  # the user's files may hold nodes or cell centres (--grid)
     default_keys = ("coeff", "sol")
     generator = "darcy"
     models = {**model_table("darcy"), **SCALABLE_2D}

@@ -35,6 +35,7 @@ class DarcyInverseTask(Task):
     name = "darcy-inverse"
     description = "inverse Darcy: noisy u -> coefficient a on a coarse grid (paper §5.3)"
     dim = 2
+    grid_choice = True  # the user's files may hold nodes or cell centres (--grid)
     default_keys = ("coeff", "sol")  # (coefficient, solution) as in the Darcy files: the input is the solution
     generator = "darcy"
     options_class = InverseOptions

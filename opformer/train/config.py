@@ -341,6 +341,11 @@ def resolve(cfg: dict) -> Run:
     options = check_section(task.options_class, cfg.get("task_options") or {}, "task_options")
     if data.test_path is not None and data.path is None:
         raise ConfigError("--test-data needs --data (the default data has its own test file)")
+    if data.grid is not None and not task.grid_choice:
+        raise ConfigError(f"--grid applies to the tasks on a square with walls (darcy, darcy-inverse); task "
+                          f"{task.name}'s grid is fixed by the problem: leave --grid out")
+    if data.grid is not None and data.path is None:
+        raise ConfigError("--grid describes your files (--data): the default data store their coordinates")
     raw = {
         "name": cfg.get("name") or f"{task.name}-{model['name']}",
         "task": task.name,

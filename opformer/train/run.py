@@ -73,6 +73,12 @@ def _config_for_comparison(cfg: dict) -> dict:
     for f in dataclasses.fields(TrainConfig):
         if f.name not in _HARDWARE and f.name not in _PRESENTATION:
             c["train"].setdefault(f.name, getattr(defaults, f.name))
+    if isinstance(c.get("data"), dict):  # the same for the data's fields (grid)
+        from ..config import DataConfig
+
+        blank = DataConfig()
+        for f in dataclasses.fields(DataConfig):
+            c["data"].setdefault(f.name, getattr(blank, f.name))
     model = c.get("model")
     if isinstance(model, dict) and isinstance(model.get("name"), str):  # the same for the model's fields
         from ..models import model_config
@@ -1422,8 +1428,9 @@ def _read_test_set(predictor: Predictor, data: Optional[str], keys, resolution: 
     norms = {k: v for k, v in (("input", predictor.operator.input_normalizer),
                                 ("target", predictor.operator.target_normalizer)) if v is not None}
     keys = list(keys) if keys else art.get("keys")
-    if data is not None:
-        dcfg = DataConfig(path=str(data), keys=keys, resolution=resolution)
+    if data is not None:  # a file like the training's: its points where the training said they sit (--grid)
+        grid = (predictor.run_config or {}).get("data", {}).get("grid") if task.grid_choice else None
+        dcfg = DataConfig(path=str(data), keys=keys, resolution=resolution, grid=grid)
         bundle = task.load(dcfg, predictor.options, {"train": Path(data), "test": None}, splits=("test",),
                            normalizers=norms, test_all=True)
         return bundle, str(data)
