@@ -198,6 +198,9 @@ def _check_numbers(args, positive=(), at_least_one=()) -> Optional[str]:
             return f"--device {device}: expected cpu or cuda[:i]"
         if kind == "cuda" and not torch.cuda.is_available():
             return f"--device {device}: no CUDA device is visible to torch"
+        if kind == "cpu" and getattr(args, "dtype", None) == "tf32":
+            return ("--dtype tf32 allows a GPU's TensorFloat-32 matrix units; on the CPU it would measure float32 "
+                    "under another name: use --dtype float32 (or --device cuda)")
     plot = getattr(args, "plot", None)
     if plot:
         from pathlib import Path

@@ -303,7 +303,9 @@ def stride_for(found: int, wanted: Optional[int], *, nodes: bool, where: str) ->
     least = 3 if nodes else 4
     why = (f"is below the smallest grid of {least} points" if wanted < least
            else f"is not a stride of the {found} points stored in {where}")
-    raise DataError(f"--resolution {wanted} {why}; possible: {', '.join(map(str, ok[::-1]))}")
+    error = DataError(f"--resolution {wanted} {why}; possible: {', '.join(map(str, ok[::-1]))}")
+    error.possible = ok[::-1]  # the resolutions the stored grid has, for a caller that words the refusal itself
+    raise error
 
 
 def sample_array(a: np.ndarray, dim: int, key: str, where: str) -> np.ndarray:

@@ -1414,10 +1414,10 @@ def _test_set(predictor: Predictor, data: Optional[str], keys, resolution: Optio
     try:
         return _read_test_set(predictor, data, keys, resolution)
     except DataError as exc:
-        possible = str(exc).partition("; possible: ")[2] if resolution is not None and resolution < 1 else ""
+        possible = getattr(exc, "possible", None) if resolution is not None and resolution < 1 else None
         if not possible:
             raise
-        text = f"must be a positive integer, got {resolution}; possible: {possible}"
+        text = f"must be a positive integer, got {resolution}; possible: {', '.join(map(str, possible))}"
         raise SettingError(f"resolution {text}", f"--resolution {text}") from None
 
 

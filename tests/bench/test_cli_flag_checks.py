@@ -38,6 +38,8 @@ def nothing_runs(monkeypatch):
     (["attention", "--n", "512", "--matmul-size", "0"], "--matmul-size"),
     (["attention", "--n", "512", "--device", "foo"], "--device"),
     (["attention", "--n", "512", "--plot", "plot.txt"], "--plot"),
+    (["attention", "--n", "512", "--dtype", "tf32"], "--dtype tf32"),  # a GPU mode: on the CPU, float32 renamed
+    (["model", "burgers-gt", "--n", "512", "--dtype", "tf32"], "--dtype tf32"),
     (["model", "burgers-gt", "--n", "512", "--repeats", "0"], "--repeats"),
     (["model", "burgers-gt", "--n", "512", "--batch", "0"], "--batch"),
     (["model", "burgers-gt", "--n", "512", "--warmup", "0"], "--warmup"),
