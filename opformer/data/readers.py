@@ -29,7 +29,7 @@ import h5py
 import numpy as np
 
 from ..pde.errors import DataError, MissingKeyError
-from ..pde.storage import FORMAT, canonical_recipe, read_header, recipe_diff
+from ..pde.storage import FORMAT, canonical_recipe, hdf5_detail, read_header, recipe_diff, refuse_empty_file
 
 __all__ = ["ArraySource", "open_source", "load_arrays", "resolve_paths", "describe_arrays", "safe_torch_load"]
 
@@ -41,14 +41,6 @@ def _first_line(exc: BaseException) -> str:
     """The first line of an exception's message without terminal colour codes, or its type when it has none."""
     lines = [ln.strip() for ln in _ANSI.sub("", str(exc)).splitlines() if ln.strip()]
     return lines[0] if lines else f"{type(exc).__name__}: no further detail"
-
-
-def _hdf5_detail(exc: BaseException) -> str:
-    """What went wrong opening an HDF5 file, in the user's words where h5py's are the library's."""
-    text = _first_line(exc)
-    if "file signature not found" in text:
-        return "not an HDF5 file: truncated, or written by something else"
-    return text
 
 
 def _torch_load_detail(exc: BaseException) -> str:
@@ -109,12 +101,6 @@ def _npz_object_keys(path: Path, keys) -> list[str]:
             if np.dtype(dtype).hasobject:
                 found.append(key)
     return found
-
-
-def _empty_file(path: Path, what: str) -> None:
-    """A DataError for a file of 0 bytes (``what``: the format it was to be read as), before a reader's own words."""
-    if path.is_file() and path.stat().st_size == 0:
-        raise DataError(f"{path}: cannot be read as {what} (an empty file)")
 
 
 def _pickle_refusal(keys) -> str:
@@ -215,7 +201,7 @@ class _File:
                 raise MissingKeyError(f"{self.path}: key {key!r} not found; available keys: {available}")
 
     def _probe_hdf5(self) -> None:
-        _empty_file(self.path, "HDF5")
+        refuse_empty_file(self.path, "HDF5")
         try:
             with h5py.File(self.path, "r") as h5:
                 if h5.attrs.get("format") == FORMAT:
@@ -235,12 +221,12 @@ class _File:
                     shape = tuple(h5[key].shape)
                     self.shapes[key] = shape[::-1] if self.transposed else shape
         except OSError as exc:
-            raise DataError(f"{self.path}: cannot be read as HDF5 ({_hdf5_detail(exc)})") from None
+            raise DataError(f"{self.path}: cannot be read as HDF5 ({hdf5_detail(_first_line(exc))})") from None
 
     def _load_mat_v5(self) -> None:
         import scipy.io
 
-        _empty_file(self.path, "a MATLAB file")
+        refuse_empty_file(self.path, "a MATLAB file")
         try:
             data = scipy.io.loadmat(self.path, variable_names=list(self.keys))
         except Exception as exc:  # scipy raises several types for corrupt files
@@ -473,7 +459,7 @@ def describe_arrays(path) -> list[tuple[str, tuple, str]]:
     suffix = path.suffix.lower()
     found: list[tuple[str, tuple, str]] = []
     if suffix in _HDF5_SUFFIXES or suffix == ".mat":
-        _empty_file(path, "a MATLAB file" if suffix == ".mat" else "HDF5")
+        refuse_empty_file(path, "a MATLAB file" if suffix == ".mat" else "HDF5")
     if suffix in _HDF5_SUFFIXES or (suffix == ".mat" and h5py.is_hdf5(path)):
         flip = suffix == ".mat"
         try:
@@ -485,7 +471,7 @@ def describe_arrays(path) -> list[tuple[str, tuple, str]]:
                     shape = tuple(h5[name].shape)
                     found.append((name, shape[::-1] if flip else shape, str(h5[name].dtype)))
         except OSError as exc:
-            raise DataError(f"{path}: cannot be read as HDF5 ({_hdf5_detail(exc)})") from None
+            raise DataError(f"{path}: cannot be read as HDF5 ({hdf5_detail(_first_line(exc))})") from None
     elif suffix == ".mat":
         import scipy.io
 

@@ -13,6 +13,11 @@ from .base import TIME_CONDITIONING, _choice, _positive_int
 __all__ = ["check_common", "check_size", "output_grid", "to_output_grid", "axis_points", "output_points"]
 
 
+#: the advice of a patch model's too-small-grid error, for whoever builds a model (a trained model's loader drops it:
+#: its patch size is fixed)
+PATCH_ADVICE = " (choose a smaller patch_size or set grid_size)"
+
+
 def check_size(name: str, value: Any, minimum: int = 2) -> None:
     """None or an int >= minimum."""
     if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < minimum):

@@ -26,7 +26,7 @@ from ..nn.activations import ACTIVATIONS
 from ..nn.patch import POS_ENCODINGS, PatchEmbed2d, PatchExpand2d, PatchMerge2d, PatchRecover2d, crop, pad_to_multiple
 from ..nn.patch import layer_norm, patch_centres
 from ..nn.window import WindowBlock2d
-from ._grid2d import check_common, check_size, patched_input, to_output_grid
+from ._grid2d import PATCH_ADVICE, check_common, check_size, patched_input, to_output_grid
 from .base import _CHANNELS_HELP, OperatorModel, _choice, _positive_int, _rate, _time_help
 
 __all__ = ["SCOT_SIZES", "ScOTConfig", "ScOT"]
@@ -185,8 +185,8 @@ class ScOT(OperatorModel):
         h, w = grid
         p = self.config.patch
         if self.config.grid_size is None and min(h, w) < p:
-            raise ValueError(f"ScOT with patch_size {p} needs a grid of at least {p} x {p}; got {h} x {w} "
-                             "(choose a smaller patch_size or set grid_size)")
+            raise ValueError(f"ScOT with patch_size {p} needs a grid of at least {p} x {p}; got {h} x {w}"
+                             + PATCH_ADVICE)
 
     def _forward(self, x: Tensor, coords: Tensor, lead_time: Optional[Tensor]) -> Tensor:
         cfg = self.config

@@ -24,7 +24,7 @@ from torch import Tensor, nn
 from ..nn.activations import ACTIVATIONS, activation
 from ..nn.attention import KERNELS, SimpleAttention
 from ..nn.patch import POS_ENCODINGS, PatchEmbed2d, PatchRecover2d, crop, layer_norm
-from ._grid2d import check_common, check_size, patched_input, to_output_grid
+from ._grid2d import PATCH_ADVICE, check_common, check_size, patched_input, to_output_grid
 from .base import _CHANNELS_HELP, OperatorModel, _choice, _positive_int, _rate, _time_help
 
 __all__ = ["ViTConfig", "ViT"]
@@ -136,8 +136,8 @@ class ViT(OperatorModel):
     def _check_grid(self, grid: tuple[int, ...]) -> None:
         p = self.config.patch_size
         if self.config.grid_size is None and min(grid) < p:
-            raise ValueError(f"ViT with patch_size {p} needs a grid of at least {p} x {p}; got {grid[0]} x {grid[1]} "
-                             "(choose a smaller patch_size or set grid_size)")
+            raise ValueError(f"ViT with patch_size {p} needs a grid of at least {p} x {p}; got {grid[0]} x {grid[1]}"
+                             + PATCH_ADVICE)
 
     def _forward(self, x: Tensor, coords: Tensor, lead_time: Optional[Tensor]) -> Tensor:
         cfg = self.config

@@ -81,6 +81,20 @@ def not_a_file(path: Path) -> str | None:
     return "a directory" if path.is_dir() else "a pipe, socket or device"
 
 
+def hdf5_detail(text: str) -> str:
+    """What went wrong opening an HDF5 file (``text``: h5py's message on one line), in the user's words where
+    h5py's are the library's."""
+    if "file signature not found" in text:
+        return "not an HDF5 file: truncated, or written by something else"
+    return text
+
+
+def refuse_empty_file(path: Path, what: str) -> None:
+    """A DataError for a file of 0 bytes (``what``: the format it was to be read as), before a reader's own words."""
+    if path.is_file() and path.stat().st_size == 0:
+        raise DataError(f"{path}: cannot be read as {what} (an empty file)")
+
+
 def _one_line(exc: BaseException) -> str:
     """The text of ``exc`` on one line (HDF5's messages hold the time with its newline)."""
     return " ".join(str(exc).split())
@@ -169,14 +183,12 @@ def read_header(path: str | os.PathLike) -> dict:
                 raise DataError(f"{path}: not an opformer data file (attribute format={attrs.get('format')!r}, expected {FORMAT!r})")
             n_done = int(np.count_nonzero(h5["done"][...])) if "done" in h5 else 0
     except OSError as exc:
-        from ..data.readers import _empty_file, _hdf5_detail  # (readers imports this module)
-
         hint = _open_hint(path, exc)
         try:
-            _empty_file(path, "HDF5")  # 0 bytes: said so, not in HDF5's words ("file signature not found")
+            refuse_empty_file(path, "HDF5")  # 0 bytes: said so, not in HDF5's words ("file signature not found")
         except DataError as empty:
             raise DataError(f"{empty}{hint}") from None
-        raise DataError(f"{path}: cannot be read as HDF5 ({_hdf5_detail(OSError(_one_line(exc)))}){hint}") from exc
+        raise DataError(f"{path}: cannot be read as HDF5 ({hdf5_detail(_one_line(exc))}){hint}") from exc
     return {
         "problem": str(attrs["problem"]),
         "recipe": json.loads(attrs["recipe"]),

@@ -379,11 +379,12 @@ class Predictor:
         try:
             return self.operator(input.to(self.device), coords.to(self.device), lead_time)
         except ValueError as exc:  # the model's own input checks (a grid smaller than its patches, ...)
+            from ..models._grid2d import PATCH_ADVICE  # a trained model's patch size is fixed: advice for training
+
             grid = "x".join(map(str, input.shape[1:-1]))
             network = type(getattr(self.operator, "model", self.operator)).__name__
             why = str(exc).replace(network, f"the {self._name()} model")
-            # a trained model's sizes are fixed: the model's own advice (another patch_size, ...) is for training
-            why = why.replace(" (choose a smaller patch_size or set grid_size)", "")
+            why = why.replace(PATCH_ADVICE, "")
             raise ConfigError(f"this model cannot predict on the {grid} grid of these inputs: {why} (it was "
                               f"trained on {'x'.join(map(str, self.artifact['input_grid']))}; resample 'always' runs it "
                               "there, the inputs interpolated to that grid and the predictions back)") from None

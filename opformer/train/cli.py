@@ -286,6 +286,11 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _count(n: int, one: str, many: str = "") -> str:
+    """``n`` and ``one`` or ``many`` (default ``one`` + "s") as n asks: "1 sample", "3 trajectories"."""
+    return f"{n} {one if n == 1 else many or one + 's'}"
+
+
 def _os_error(exc: OSError, out: str) -> str:
     """The one line for a training that the system stopped: the file it could not write (a checkpoint, the config,
     the metrics) or read, and the system's reason; for a full disk, how to go on once there is space."""
@@ -421,10 +426,9 @@ def _eval(args: argparse.Namespace) -> int:
         return _fail(exc)
     grid = "x".join(map(str, m["resolution"]))
     n = m["n_test"]
-    what = f"{n} sample{'' if n == 1 else 's'}"
+    what = _count(n, "sample")
     if "n_trajectories" in m:  # a time-dependent model: its samples are (t_0, t_k) pairs of trajectories
-        k = m["n_trajectories"]
-        what = f"{n} (t_0, t_k) pair{'' if n == 1 else 's'} of {k} trajector{'y' if k == 1 else 'ies'}"
+        what = f"{_count(n, '(t_0, t_k) pair')} of {_count(m['n_trajectories'], 'trajectory', 'trajectories')}"
     print(f"test relative L2 on {grid}: {m['test_rel_l2']:.4e} ({what} of {m['data']})")
     print("plots: " + ", ".join(m["plots"]))
     return 0

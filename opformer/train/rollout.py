@@ -14,7 +14,7 @@ from typing import Optional
 import numpy as np
 
 from ..atomic import atomic_write_text, replacing
-from .cli import _add_resample, _fail, _one_line_warnings
+from .cli import _add_resample, _count, _fail, _one_line_warnings
 
 __all__ = ["register", "rollout_file"]
 
@@ -87,10 +87,6 @@ def _run(args) -> int:
               "store: predictions only")
     print(f"wrote {m['out']}/rollout.json, rollout.csv, predictions.npz and plots/ ({', '.join(m['plots'])})")
     return 0
-
-
-def _count(n: int, one: str, many: str) -> str:
-    return f"{n} {one if n == 1 else many}"
 
 
 def _check_layout(data, key: str, shape: tuple, dim: int) -> None:
@@ -214,7 +210,7 @@ def rollout_file(model, *, data, mode: Optional[str] = None, step: Optional[floa
                "mean_rel_l2_in_horizon": _mean([e for t, e in scored if t <= horizon]),
                "mean_rel_l2_beyond_horizon": _mean([e for t, e in scored if t > horizon]),
                "nonfinite_times": nonfinite}
-    with locked_output(out, _ROLLOUT_USER):  # a second rollout into out meanwhile is refused
+    with locked_output(out, "rollout"):  # a second rollout into out meanwhile is refused
         (out / "plots").mkdir(parents=True, exist_ok=True)
         with replacing(out / "predictions.npz", "wb") as fh:  # the predicted fields, for the user's own analysis
             layout = np.asarray(pred, dtype=np.float32)

@@ -275,14 +275,12 @@ def _points(grid) -> str:
     return " x ".join(str(int(n)) for n in grid) + (" point" if int(np.prod(grid)) == 1 else " points")
 
 
-def _count(n: int, what: str) -> str:
-    return f"{n} {what}{'' if n == 1 else 's'}"
-
-
 def data_line(run, bundle) -> str:
     """What a training read, in one line: ``data: 300 samples of 13 points from last1d.npz (x -> y); train 240,
     val 30, test 30`` (trajectories: their count, snapshots and grid), for the user to see at the start what the
     files were taken to hold."""
+    from .cli import _count
+
     ds = bundle.datasets
     splits = [s for s in ("train", "val", "test") if s in ds]
     files = dict(bundle.files or {})  # a task of the user's own may not record its files: the config's then
@@ -296,7 +294,7 @@ def data_line(run, bundle) -> str:
         counts = {s: int(ds[s].traj.shape[0]) for s in splits}
         key = bundle.info.get("key") or ",".join(run.data.keys or run.task.default_keys)
         total = sum(counts.values())
-        what = (f"{total} {'trajectory' if total == 1 else 'trajectories'} of "
+        what = (f"{_count(total, 'trajectory', 'trajectories')} of "
                 f"{_count(int(traj.shape[1]), 'snapshot')} on {_points(traj.shape[2:-1])}")
         tail = f" trajectories ({_count(len(ds['train']), 'training pair')})" if "train" in ds else ""
         return (f"data: {what} from {where} ({key}); "
@@ -509,15 +507,15 @@ _ROLLOUT_USER = _LOCK_USERS["rollout"]
 
 
 @contextlib.contextmanager
-def locked_output(out: Path, user: str):
+def locked_output(out: Path, command: str):
     """Create ``out`` and hold ``out/.lock`` (the run directory's kind of lock) while an evaluation or a rollout
-    (``user``) writes its files there: a second one into the same folder meanwhile is refused in one line instead of
-    interleaving its files."""
+    (``command``: ``eval`` or ``rollout``) writes its files there: a second one into the same folder meanwhile is
+    refused in one line instead of interleaving its files."""
     out.mkdir(parents=True, exist_ok=True)
     fd = os.open(out / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        _flock(fd, out, ConfigError, user)
-        _sign_lock(out, next((cmd for cmd, name in _LOCK_USERS.items() if name == user), "opformer"))
+        _flock(fd, out, ConfigError, _LOCK_USERS[command])
+        _sign_lock(out, command)
         yield
     finally:
         os.close(fd)  # the file stays, as the run directory's
@@ -1607,7 +1605,7 @@ def evaluate(checkpoint, *, data: Optional[str] = None, keys=None, resolution: O
         "seconds": round(time.perf_counter() - started, 2),
         "version": __version__,
     }
-    with locked_output(out, _EVAL_USER):
+    with locked_output(out, "eval"):
         plots = write_plots(predictor, test, out, plot_samples,
                             f"{predictor.artifact.get('run', 'model')} on {grid}", curves=False)
         metrics["plots"] = sorted(str(p) for p in plots)

@@ -33,7 +33,7 @@ def _refusal(folder, holder: str, pid) -> str:
 def test_a_training_refused_by_a_running_eval_names_the_eval(burgers_runs, tmp_path, capsys):
     """(before: "in use by a running training", the refused command's kind)"""
     folder = tmp_path / "ev"
-    with run_module.locked_output(folder, run_module._EVAL_USER):  # as a running eval holds its folder
+    with run_module.locked_output(folder, "eval"):  # as a running eval holds its folder
         assert (folder / ".lock").read_text() == f"{os.getpid()} eval\n"
         code = main(["train", str(burgers_runs[0].parent / "tiny.yaml"), "--out", str(folder), "--overwrite",
                      "--no-progress"])
