@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 from collections.abc import Mapping
 from typing import Any, ClassVar, Optional
 
@@ -38,15 +39,27 @@ def closest(word: str, options) -> Optional[str]:
     return match[0] if match else None
 
 
+def _plain(value: Any) -> Any:
+    """A numpy scalar (``np.int64(64)``, ``np.float32(0.5)``, ``np.bool_``) as the Python number it holds, also inside
+    lists and tuples; anything else as it is.  A config holds plain values: it is compared by value, written to
+    JSON and to checkpoints, and its checks take ints and floats."""
+    if isinstance(value, (list, tuple)):
+        return type(value)(_plain(v) for v in value)
+    if type(value).__module__ == "numpy" and hasattr(value, "item") and getattr(value, "ndim", None) == 0:
+        return value.item()
+    return value
+
+
 def make_config(config_class: type, kwargs: Mapping[str, Any], what: str):
-    """Build a frozen config from keyword arguments; an unknown key raises naming the key and the nearest valid one."""
+    """Build a frozen config from keyword arguments; an unknown key raises naming the key and the nearest valid one.
+    Numpy scalars (a value from a sweep over ``np.arange``, say) are taken as the Python numbers they hold."""
     valid = [f.name for f in dataclasses.fields(config_class)]
     for key in kwargs:
         if key not in valid:
             raise ValueError(
                 f"unknown key {key!r} for {what}; did you mean {closest(key, valid)!r}? valid keys: {', '.join(valid)}"
             )
-    return config_class(**kwargs)
+    return config_class(**{k: _plain(v) for k, v in kwargs.items()})
 
 
 def _positive_int(name: str, value: Any) -> None:
@@ -161,8 +174,10 @@ class EncoderConfig:
             _rate("ffn_dropout", self.ffn_dropout)
         if self.attn_branch_dropout is not None:
             _rate("attn_branch_dropout", self.attn_branch_dropout)
-        if not (self.scale is None or self.scale == "sqrt" or isinstance(self.scale, (int, float))):
-            raise ValueError(f"scale must be None, 'sqrt' or a number, got {self.scale!r}")
+        if not (self.scale is None or self.scale == "sqrt" or (isinstance(self.scale, (int, float))
+                                                              and not isinstance(self.scale, bool)
+                                                              and math.isfinite(self.scale))):
+            raise ValueError(f"scale must be None, 'sqrt' or a finite number, got {self.scale!r}")
         if not (isinstance(self.norm_eps, (int, float)) and self.norm_eps > 0):
             raise ValueError(f"norm_eps must be a positive number, got {self.norm_eps!r}")
 

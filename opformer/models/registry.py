@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Mapping
 from typing import Any, Optional, Union
 
@@ -47,7 +48,7 @@ def _resolve(cfg: Union[str, Mapping[str, Any]]) -> tuple[type[OperatorModel], d
     if "name" not in cfg:
         raise ValueError(f"a model config needs a 'name' key, one of {sorted(MODELS)}; got keys {sorted(cfg)}")
     name = cfg["name"]
-    if name not in MODELS:
+    if not isinstance(name, str) or name not in MODELS:
         raise ValueError(f"unknown model name {name!r}; did you mean {closest(name, MODELS)!r}? known: {sorted(MODELS)}")
     return MODELS[name], {k: v for k, v in cfg.items() if k != "name"}
 
@@ -107,12 +108,13 @@ def example_inputs(
     else:
         cls = _resolve(model_cfg_or_preset)[0]
         config = model_config(model_cfg_or_preset)
-    if not isinstance(batch, int) or batch < 1:
+    if not isinstance(batch, numbers.Integral) or isinstance(batch, bool) or batch < 1:
         raise ValueError(f"batch must be a positive int, got {batch!r}")
     dim = cls.spatial_dim
     n = DEFAULT_RESOLUTION[dim] if resolution is None else resolution
-    if not isinstance(n, int) or n < 2:
+    if not isinstance(n, numbers.Integral) or isinstance(n, bool) or n < 2:
         raise ValueError(f"resolution must be an int >= 2, got {resolution!r}")
+    batch, n = int(batch), int(n)  # numpy integers (numbers.Integral) as Python ints
     gen = torch.Generator().manual_seed(seed)
     shape = (batch, *([n] * dim), config.in_channels)
     x = torch.randn(shape, generator=gen, dtype=dtype)

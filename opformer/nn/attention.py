@@ -755,16 +755,23 @@ class SimpleAttention(nn.Module):
         conditioned: bool = False,
     ):
         super().__init__()
-        if kind not in KERNELS:
+        if not isinstance(kind, str) or kind not in KERNELS:
             raise ValueError(f"unknown attention kind {kind!r}; known kinds: {sorted(KERNELS)}")
-        if not isinstance(d_model, int) or d_model <= 0:
+        # numpy integers and floats are numbers (numbers.Integral / numbers.Real), as for pos_dim; kept as Python ones
+        if not isinstance(d_model, numbers.Integral) or isinstance(d_model, bool) or d_model <= 0:
             raise ValueError(f"d_model must be a positive int, got {d_model!r}")
-        if not isinstance(n_heads, int) or isinstance(n_heads, bool) or n_heads <= 0:
+        if not isinstance(n_heads, numbers.Integral) or isinstance(n_heads, bool) or n_heads <= 0:
             raise ValueError(f"n_heads must be a positive int, got {n_heads!r}")
+        d_model, n_heads = int(d_model), int(n_heads)
+        if isinstance(dropout, bool) or not isinstance(dropout, numbers.Real):
+            raise ValueError(f"dropout must be a number in [0, 1), got {dropout!r}")
+        if chunk_size is not None and (not isinstance(chunk_size, numbers.Integral) or isinstance(chunk_size, bool)):
+            raise ValueError(f"chunk_size must be a positive int or None, got {chunk_size!r}")
         if d_model % n_heads != 0:
             raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads}")
         if not isinstance(pos_dim, numbers.Integral) or isinstance(pos_dim, bool) or pos_dim < 0:
             raise ValueError(f"pos_dim must be an int >= 0 (the width of the coordinates), got {pos_dim!r}")
+        pos_dim = int(pos_dim)
         if init not in ("eta_delta", "xavier"):
             raise ValueError(f"init must be 'eta_delta' or 'xavier', got {init!r}")
         if not 0.0 <= dropout < 1.0:
@@ -792,8 +799,9 @@ class SimpleAttention(nn.Module):
         d_cat = self.d_head + pos_dim
         if scale == "sqrt":
             scale = 1.0 / math.sqrt(d_cat)
-        elif scale is not None and not isinstance(scale, (int, float)):
-            raise ValueError(f"scale must be None, 'sqrt' or a number, got {scale!r}")
+        elif scale is not None and (isinstance(scale, bool) or not isinstance(scale, numbers.Real)
+                                    or not math.isfinite(scale)):
+            raise ValueError(f"scale must be None, 'sqrt' or a finite number, got {scale!r}")
         self.scale = None if scale is None else float(scale)
         self.qkv = nn.Linear(d_model, 3 * d_model)
         normed = NORMALIZED[kind] if norm else ()
@@ -903,6 +911,9 @@ class SimpleAttention(nn.Module):
             and (pos is None or not pos.requires_grad)
             # the fused functions give the weights no gradient (a learned quadrature takes the explicit heads)
             and (weights is None or not weights.requires_grad)
+            # torch.export traces the kernel path: the fused functions write into preallocated outputs (out=), which
+            # its tracing with parameters that need gradients refuses
+            and not torch.compiler.is_exporting()
         )
 
     def _fused_inputs(self, x: Tensor, pos: Optional[Tensor]):

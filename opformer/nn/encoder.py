@@ -92,6 +92,7 @@ class FeedForward(nn.Module):
             and x.dtype in (torch.float32, torch.float64)
             and not torch.is_autocast_enabled(x.device.type)
             and lin1.weight.dtype == x.dtype
+            and not torch.compiler.is_exporting()  # its out= products are refused by torch.export's tracing
         ):
             return _ReluFFNResidual.apply(x, lin1.weight, lin1.bias, lin2.weight, lin2.bias)
         return x + self.net(x)
@@ -156,7 +157,8 @@ class EncoderLayer(nn.Module):
                              f"{dim_feedforward!r}")
         for name, value in (("dropout", dropout), ("attn_dropout", attn_dropout), ("ffn_dropout", ffn_dropout),
                             ("attn_branch_dropout", attn_branch_dropout)):
-            if value is not None and not 0.0 <= value < 1.0:
+            if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Real)
+                                      or not 0.0 <= value < 1.0):
                 raise ValueError(f"{name} must be in [0, 1), got {value!r}")
         self.norm_scheme = norm_scheme
         self.attn = SimpleAttention(

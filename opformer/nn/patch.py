@@ -99,10 +99,13 @@ def sincos_encoding_2d(points: Tensor, d_model: int, max_frequency: float = 64.0
     out = points.new_zeros(*points.shape[:-1], d_model)
     if n_freq == 0:
         return out
-    freqs = torch.logspace(0, math.log10(max_frequency), n_freq, dtype=points.dtype, device=points.device) * math.pi
+    # phases up to max_frequency * pi: formed in at least float32 (in bfloat16 they were off by up to a radian),
+    # the encoding rounded once to the points' dtype
+    work = points.float() if points.dtype in (torch.bfloat16, torch.float16) else points
+    freqs = torch.logspace(0, math.log10(max_frequency), n_freq, dtype=work.dtype, device=work.device) * math.pi
     parts = []
     for axis in range(2):
-        angle = points[..., axis : axis + 1] * freqs
+        angle = work[..., axis : axis + 1] * freqs
         parts += [torch.sin(angle), torch.cos(angle)]
     enc = torch.cat(parts, dim=-1)
     out[..., : enc.shape[-1]] = enc
@@ -146,8 +149,9 @@ class PatchEmbed2d(nn.Module):
         """The positional encoding on a token grid, (batch or 1, Hp, Wp, d_model), or None."""
         if self.pos == "none":
             return None
-        if self.pos == "sincos":
-            return sincos_encoding_2d(patch_centres(coords, self.patch_size), self.d_model)
+        if self.pos == "sincos":  # the centres too in at least float32: their phases reach 64 pi
+            work = coords.float() if coords.dtype in (torch.bfloat16, torch.float16) else coords
+            return sincos_encoding_2d(patch_centres(work, self.patch_size), self.d_model).to(coords.dtype)
         table = self.pos_table
         if tuple(table.shape[-2:]) != tuple(grid):
             table = F.interpolate(table, size=grid, mode="bilinear", align_corners=True)

@@ -283,11 +283,25 @@ class Predictor:
     def __repr__(self) -> str:
         a = self.artifact
         return (f"Predictor(task={a['task']!r}, model={a['model'].get('name')!r}, trained on grid "
-                f"{tuple(a['input_grid'])}, opformer {a['version']})")
+                f"{tuple(a['input_grid'])}, opformer {a.get('version', '(version not recorded)')})")
 
-    def to(self, device) -> Predictor:
-        self.operator.to(device)
+    def to(self, device=None, dtype: Optional[torch.dtype] = None) -> Predictor:
+        """Move the model to ``device`` and/or cast it to the floating ``dtype``, as ``nn.Module.to``:
+        ``to("cuda")``, ``to(torch.float64)``, ``to("cuda", torch.bfloat16)``.  The inputs are then given to the
+        network in its dtype (a float64 model predicts in float64); the predictions are float32 as always."""
+        if isinstance(device, torch.dtype):
+            device, dtype = None, device
+        if dtype is not None and (not isinstance(dtype, torch.dtype) or not dtype.is_floating_point):
+            raise _bad_argument("dtype", f"must be a floating torch dtype (torch.float64, torch.bfloat16, ...), got "
+                                         f"{_shown(dtype)}")
+        dev = None if device is None else _usable_device(device)
+        self.operator.to(device=dev, dtype=dtype)
         return self
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The dtype the network computes in (float32 unless cast by :meth:`to`)."""
+        return next(self.operator.parameters()).dtype
 
     @property
     def device(self) -> torch.device:
@@ -301,9 +315,7 @@ class Predictor:
             lead_time = lead_time.to(self.device)
         grid, trained = tuple(input.shape[1:-1]), tuple(self.artifact["input_grid"])
         if min(grid, default=0) < MIN_GRID_POINTS:  # no function is sampled on fewer: nothing to interpolate from
-            raise ConfigError(f"inputs on a {'x'.join(map(str, grid))} grid: the {self._name()} model needs at least "
-                              f"{MIN_GRID_POINTS} points along each axis (it was trained on "
-                              f"{'x'.join(map(str, trained))})")
+            raise ConfigError(self._too_few_points(grid))
         if self.runs_on_training_grid(grid):
             x, c = self._to_training_grid(input, coords)
             y = self._run(x, c, lead_time)
@@ -312,6 +324,11 @@ class Predictor:
         if note is not None:
             self._note(f"{note} (it was trained on {'x'.join(map(str, trained))})")
         return self._run(input, coords, lead_time)
+
+    def _too_few_points(self, grid) -> str:
+        trained = tuple(self.artifact["input_grid"])
+        return (f"inputs on a {'x'.join(map(str, grid))} grid: the {self._name()} model needs at least "
+                f"{MIN_GRID_POINTS} points along each axis (it was trained on {'x'.join(map(str, trained))})")
 
     def runs_on_training_grid(self, grid) -> bool:
         """Whether inputs on ``grid`` are interpolated to the training grid and the predictions back (``resample``:
@@ -376,8 +393,11 @@ class Predictor:
         raise ConfigError(f"the {self._name()} model takes inputs of shape {shapes}, got {tuple(shape)}")
 
     def _run(self, input, coords, lead_time):
+        device, dtype = self.device, self.dtype
+        if lead_time is not None:
+            lead_time = lead_time.to(device, dtype)
         try:
-            return self.operator(input.to(self.device), coords.to(self.device), lead_time)
+            return self.operator(input.to(device, dtype), coords.to(device, dtype), lead_time)
         except ValueError as exc:  # the model's own input checks (a grid smaller than its patches, ...)
             from ..models._grid2d import PATCH_ADVICE  # a trained model's patch size is fixed: advice for training
 
@@ -404,7 +424,10 @@ class Predictor:
         real dtype (float64 and integers are cast to the models' float32).  The predictions are float32, a tensor for
         a tensor, else a numpy array; a one-channel output loses its channel axis where the input had none.  A
         time-dependent model also needs ``lead_time``: tau, one number or one per sample (see :meth:`rollout` for
-        several times); one trained with a history of h snapshots takes them stacked in the channels instead."""
+        several times); one trained with a history of h snapshots takes them stacked in the channels instead.
+        ``coords``: the points' coordinates when they are not the data's standard grid, (*grid, dim) for all samples
+        (in 1D also (n,)), or (samples, *grid, dim), one set per sample (a model that runs on its training grid
+        uses that grid's own)."""
         batch_size = _check_batch_size(batch_size)
         history = self.history
         needs_tau = self.time_dependent and history == 1  # a history model steps one snapshot from its h channels
@@ -418,11 +441,14 @@ class Predictor:
         x, as_torch = _user_array(inputs, "inputs")
         squeeze = x.ndim == self.task.dim + 1
         xin, c = self.task.inputs_from_array(x, self.grid)
+        grid = tuple(xin.shape[1:-1])
+        if squeeze and x.shape[-1] == 1 and min(grid) < MIN_GRID_POINTS:  # (n, 1), (H, W, 1): one sample, likely
+            raise ConfigError(f"{self._too_few_points(grid)}: inputs of shape {x.shape} are {x.shape[0]} samples on "
+                              f"a {'x'.join(map(str, grid))} grid; one sample with a channel axis is given as "
+                              f"inputs[None], of shape {(1, *x.shape)}")
         self._check_channels(x.shape, xin)
         if coords is not None:
-            c = torch.as_tensor(_user_array(coords, "coords")[0], dtype=torch.float32)
-            if c.dim() == xin.dim() - 1:
-                c = c[None]
+            c = self._user_coords(coords, xin)
         tau = None
         if lead_time is not None:
             what = f"a number or an array of numbers, one value or one per sample ({xin.shape[0]})"
@@ -435,17 +461,37 @@ class Predictor:
                 raise ConfigError(f"lead_time must be finite and >= 0 (how far ahead to predict), got {t.tolist()}")
             tau = tau.expand(xin.shape[0])
         outs = []
-        for lo in range(0, xin.shape[0], batch_size):
-            outs.append(self(xin[lo : lo + batch_size], c, None if tau is None else tau[lo : lo + batch_size])
+        for lo in range(0, xin.shape[0], batch_size):  # coordinates per sample go with their samples
+            c_lo = c if c.shape[0] == 1 else c[lo : lo + batch_size]
+            outs.append(self(xin[lo : lo + batch_size], c_lo, None if tau is None else tau[lo : lo + batch_size])
                         .float().cpu())
         if not outs:  # no samples: the output's shape from one zero sample, with none of it kept
-            outs.append(self(torch.zeros((1, *xin.shape[1:]), dtype=xin.dtype), c,
+            c_one = c if c.shape[0] == 1 else self.task.inputs_from_array(x[:1], self.grid)[1]
+            outs.append(self(torch.zeros((1, *xin.shape[1:]), dtype=xin.dtype), c_one,
                              None if tau is None else torch.ones(1)).float().cpu()[:0])
         y = torch.cat(outs)
         _warn_nonfinite(y, "lead times far beyond the training's" if tau is not None else None)
         if squeeze and y.shape[-1] == 1:
             y = y[..., 0]
         return y if as_torch else y.numpy()
+
+    def _user_coords(self, coords, xin: torch.Tensor) -> torch.Tensor:
+        """``coords`` of :meth:`predict` as a (1 or samples, *grid, dim) tensor for the inputs ``xin`` (samples,
+        *grid, channels): the points' coordinates shared by all samples, (*grid, dim) (or (n,) in 1D), or one set per
+        sample; any other shape is refused naming the argument and the shapes it takes."""
+        c = torch.as_tensor(np.array(_user_array(coords, "coords")[0], dtype=np.float32))  # a copy: writable
+        grid, d, samples = tuple(xin.shape[1:-1]), self.task.dim, xin.shape[0]
+        given = tuple(c.shape)
+        if d == 1 and given == grid:
+            c = c[:, None]
+        if c.dim() == xin.dim() - 1:
+            c = c[None]
+        if c.dim() != xin.dim() or c.shape[0] not in (1, samples) or tuple(c.shape[1:]) != (*grid, d):
+            points = ", ".join(map(str, grid))
+            shapes = [f"({points},)"] * (d == 1) + [f"({points}, {d})", f"(1, {points}, {d})"]
+            raise _bad_argument("coords", f"must have shape {', '.join(shapes)} or ({samples}, {points}, {d}) (one "
+                                          f"set per sample) for inputs on the grid {grid}, got {given}")
+        return c
 
     def rollout(self, u0, times, mode: str = "direct", step: Optional[float] = None, batch_size: int = 32):
         """Predictions at ``times`` (> 0, ascending) from initial states ``u0`` (samples, *grid[, channels]) of a
@@ -654,6 +700,10 @@ def check_save_directory(directory: Union[str, os.PathLike], overwrite: bool = F
     place, a place that cannot be written)."""
     if not isinstance(overwrite, (bool, np.bool_)):
         raise _bad_argument("overwrite", f"must be True or False, got {_shown(overwrite)}")
+    if not isinstance(directory, (str, os.PathLike)) or not os.fspath(directory):
+        # Path("") is the working directory (written into when empty), Path(None) a TypeError from pathlib
+        problem = f"must be a path (a new or empty directory, or one saved here before), got {_shown(directory)}"
+        raise SettingError(f"directory {problem}", f"--save-pretrained {problem}")
     directory = Path(directory)
 
     def refuse(problem: str):
@@ -686,12 +736,87 @@ def check_save_directory(directory: Union[str, os.PathLike], overwrite: bool = F
 
 
 def _check_artifact(artifact, where: Path) -> dict:
+    """``artifact`` if it is a model description of the form :func:`make_artifact` writes, else a
+    :class:`LoadError` naming the first entry that is missing or of the wrong type (a damaged or hand-edited
+    ``config.json`` is refused on loading, not met as a KeyError or AttributeError at the first prediction)."""
     if not isinstance(artifact, dict) or artifact.get("format") != FORMAT:
         raise LoadError(f"{where}: not an opformer model (no {FORMAT} description)")
-    for key in ("task", "model", "grid"):
+    for key in ("task", "model", "grid", "input_grid"):
         if key not in artifact:
             raise LoadError(f"{where}: the model description lacks {key!r}")
+
+    def bad(key: str, what: str):
+        return LoadError(f"{where}: the model description's {key!r} must be {what}, got {_shown(artifact[key])}")
+
+    def sizes(value, least: int) -> bool:
+        return isinstance(value, list) and all(type(n) is int and n >= least for n in value)
+
+    for key in ("task", "version", "run"):
+        if key in artifact and not isinstance(artifact[key], str):
+            raise bad(key, "a string")
+    if not isinstance(artifact["model"], dict) or not isinstance(artifact["model"].get("name"), str):
+        raise bad("model", "a dict with the model's 'name'")
+    from ..data.datasets import _KINDS
+
+    if artifact["grid"] not in _KINDS:
+        raise bad("grid", f"one of {', '.join(_KINDS)}")
+    for key in ("input_grid", "target_grid"):
+        if key in artifact and not (sizes(artifact[key], 1) and artifact[key]):
+            raise bad(key, "a list of grid sizes (positive integers)")
+    for key in ("task_options", "normalizers"):
+        if key in artifact and not isinstance(artifact[key], dict):
+            raise bad(key, "a dict")
+    if "info" in artifact and not isinstance(artifact["info"], (dict, type(None))):
+        raise bad("info", "a dict")
+    if "keys" in artifact and not (isinstance(artifact["keys"], list)
+                                   and all(isinstance(k, str) for k in artifact["keys"])):
+        raise bad("keys", "a list of array names")
+    for name, desc in artifact.get("normalizers", {}).items():
+        if not (isinstance(desc, dict) and sizes(desc.get("shape"), 0) and isinstance(desc.get("eps"), (int, float))
+                and not isinstance(desc.get("eps"), bool)):
+            raise LoadError(f"{where}: the model description's normalizer {name!r} must be a dict with its 'shape' "
+                            f"(a list of sizes) and 'eps' (a number), got {_shown(desc)}")
     return artifact
+
+
+def _first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (a KeyError's key as what it lacks)."""
+    text = f"lacks {exc}" if isinstance(exc, KeyError) else str(exc)
+    return (text.splitlines() or [type(exc).__name__])[0]
+
+
+def _check_sizes(artifact: dict, state: dict, where: Path) -> None:
+    """Refuse a description whose network's tensors are not those of the weights, before the network is built: the
+    network is first laid out on the "meta" device, which allocates nothing, and its parameters' names and shapes
+    compared with the weights'.  (A ``config.json`` edited to ask for a network of many gigabytes otherwise had it
+    allocated, and the process killed for want of memory, before the weights were found not to fit.)  A network
+    that cannot be laid out on that device is left to the ordinary build and its own checks."""
+    for key, value in state.items():
+        if not torch.is_tensor(value):
+            raise LoadError(f"{where}: the weights hold a {type(value).__name__} under {key!r}, not a tensor")
+    try:
+        with torch.device("meta"):
+            meta = build_operator(artifact)[0]
+    except Exception:  # noqa: BLE001 - the real build below raises the description's error, or builds it
+        return
+    with warnings.catch_warnings():  # copying into a meta parameter is a no-op (torch says so): names and shapes
+        warnings.simplefilter("ignore")  # are checked as the real load checks them, its hooks included (weights
+        try:  # saved before a module existed are filled in there, e.g. SimpleAttention's cond_out)
+            meta.load_state_dict(state, strict=True)
+            return
+        except RuntimeError as exc:
+            text = str(exc)
+    got = {k: tuple(v.shape) for k, v in state.items()}
+    want = {k: tuple(v.shape) for k, v in meta.state_dict().items()}
+    problems = [f"{k!r} is {got[k]} in the weights, {want[k]} in the description" for k in want
+                if k in got and got[k] != want[k]]
+    problems += [f"the weights hold {k!r} {got[k]}, which the described model has not" for k in got if k not in want]
+    problems += [f"the weights lack {k!r} {want[k]}" for k in want if k not in got and f'"{k}"' in text]
+    if not problems:
+        problems = [" ".join(text.split())]
+    if problems:
+        more = f"; and {len(problems) - 1} more" if len(problems) > 1 else ""
+        raise LoadError(f"{where}: the weights do not fit the described model ({problems[0]}{more})")
 
 
 def load(path: Union[str, os.PathLike], device: Optional[Union[str, torch.device]] = None,
@@ -706,6 +831,10 @@ def load(path: Union[str, os.PathLike], device: Optional[Union[str, torch.device
     _check_resample(resample)  # before any file is read
     from .pretrained import known_pretrained, pretrained_path
 
+    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
+        # Path("") is the working directory and Path(None) a TypeError about bytes: neither says what was given
+        raise LoadError(f"path must be a checkpoint, a run or save_pretrained directory, or a bundled model's name "
+                        f"({known_pretrained()}), got {_shown(path)}")
     path = Path(path)
     if not path.exists():
         bundled = pretrained_path(str(path))
@@ -713,6 +842,19 @@ def load(path: Union[str, os.PathLike], device: Optional[Union[str, torch.device
             raise LoadError(f"{path}: no such file or directory, and no bundled model of that name (bundled: "
                             f"{known_pretrained()})")
         path = bundled
+    elif pretrained_path(str(path)) is not None:  # a file or directory here has a bundled model's name: it is read
+        name = str(path)
+        try:
+            return _load_path(path, device, resample)
+        except LoadError as exc:  # say that it hid the bundled model, and how to reach that one
+            raise LoadError(f"{exc} (this is the {'directory' if path.is_dir() else 'file'} {name!r} in "
+                            f"{Path.cwd()}, not the bundled model {name!r}: opformer.load(opformer.tasks.pretrained."
+                            f"pretrained_path({name!r})) loads that one)") from None
+    return _load_path(path, device, resample)
+
+
+def _load_path(path: Path, device, resample: str) -> Predictor:
+    """:func:`load` of an existing ``path`` (a bundled model's name resolved to its directory)."""
     if path.is_dir() and not (path / "config.json").exists():
         for best in (path / "checkpoints" / "best.ckpt", path / "best.ckpt"):
             if best.is_file():  # a training's run directory (opformer train --out), or its checkpoints folder
@@ -728,6 +870,8 @@ def load(path: Union[str, os.PathLike], device: Optional[Union[str, torch.device
             artifact = json.loads(cfg_path.read_text())
         except (OSError, ValueError) as exc:
             raise LoadError(f"{cfg_path}: not valid JSON ({exc})") from None
+        except RecursionError:  # lists or dicts nested thousands deep: no description is
+            raise LoadError(f"{cfg_path}: not a model description (nested too deeply to read)") from None
         _check_artifact(artifact, cfg_path)
         from safetensors import SafetensorError
         from safetensors.torch import load_file
@@ -749,18 +893,41 @@ def load(path: Union[str, os.PathLike], device: Optional[Union[str, torch.device
                         f"{', '.join(list_tasks())}")
     try:
         with torch.random.fork_rng(devices=[]):  # the weights' initial draws leave the caller's random stream alone
+            _check_sizes(artifact, state, path)
             operator, task, options = build_operator(artifact)
+    except LoadError:
+        raise
+    except (ConfigError, ValueError, RuntimeError, TypeError, KeyError, AttributeError) as exc:
+        raise LoadError(f"{path}: the model description cannot be built ({_first_line(exc)})") from None
+    try:
         operator.load_state_dict(state, strict=True)
-    except (ConfigError, ValueError, RuntimeError, TypeError) as exc:
-        raise LoadError(f"{path}: the weights do not fit the described model ({str(exc).splitlines()[0]})") from None
+    except (ValueError, RuntimeError, TypeError) as exc:
+        raise LoadError(f"{path}: the weights do not fit the described model ({_first_line(exc)})") from None
     predictor = Predictor(operator, artifact, task, options, run_config, resample=resample)
     # the fingerprints of the files the run read (checkpoints only): eval of the run's own split checks them
     predictor.data_files = data_files if isinstance(data_files, dict) else None
     if device is not None:
-        try:
-            dev = torch.device(device)
-            torch.empty(0, device=dev)  # torch's own check that the device exists here
-        except (RuntimeError, AssertionError) as exc:
-            raise LoadError(f"cannot use the device {str(device)!r}: {str(exc).splitlines()[0]}") from None
+        dev, problem = _device_or_problem(device)
+        if problem is not None:
+            raise LoadError(f"cannot use the device {str(device)!r}: {problem}")
         predictor.to(dev)
     return predictor
+
+
+def _device_or_problem(device) -> tuple[Optional[torch.device], Optional[str]]:
+    """(``device`` as a :class:`torch.device`, None) where it exists on this machine, else (None, why not: torch's
+    own words, one line)."""
+    try:
+        dev = torch.device(device)
+        torch.empty(0, device=dev)  # torch's own check that the device exists here
+    except (RuntimeError, AssertionError, TypeError) as exc:
+        return None, (str(exc).splitlines() or [type(exc).__name__])[0]
+    return dev, None
+
+
+def _usable_device(device) -> torch.device:
+    """``device`` as a :class:`torch.device` that exists on this machine, else an error naming the argument."""
+    dev, problem = _device_or_problem(device)
+    if problem is not None:
+        raise _bad_argument("device", f"{str(device)!r} cannot be used here: {problem}")
+    return dev

@@ -313,8 +313,9 @@ class Task:
             x = x[..., None]
         if x.ndim != self.dim + 2:
             shape = "n" if self.dim == 1 else ", ".join(f"n{i + 1}" for i in range(self.dim))
+            one = f" (one sample: inputs[None], of shape {(1, *x.shape)})" if x.ndim == self.dim else ""
             raise ConfigError(f"inputs of task {self.name} must have shape (samples, {shape}[, channels]), "
-                              f"got {x.shape}")
+                              f"got {x.shape}{one}")
         coords = torch.as_tensor(grid_coords(grid, x.shape[1:-1]), dtype=torch.float32)[None]
         return torch.from_numpy(np.ascontiguousarray(x)), coords
 

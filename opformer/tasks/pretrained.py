@@ -66,10 +66,19 @@ def check_error(name_or_path, workers: int = 1, workdir: Optional[Path] = None) 
     """The mean relative L2 error of a bundled model (or a ``save_pretrained`` directory with a card) on its
     ``check`` samples, regenerated from their recipe (seconds on a CPU) into ``workdir`` (kept there, and reused by
     models with the same check samples) or a temporary directory."""
-    from .artifact import load
+    from .artifact import LoadError, load
 
     path = pretrained_path(name_or_path) or Path(name_or_path)
-    check = json.loads((path / "card.json").read_text())["check"]
+    card = path / "card.json"
+    if not card.is_file():
+        raise LoadError(f"{name_or_path}: neither a bundled model ({known_pretrained()}) nor a directory with a "
+                        "card.json: check_error regenerates the check samples a card records")
+    try:
+        check = json.loads(card.read_text())["check"]
+        if not isinstance(check, dict):
+            raise TypeError
+    except (ValueError, KeyError, TypeError):
+        raise LoadError(f"{card}: not a model card with a 'check' (its test samples' recipe and range)") from None
     with tempfile.TemporaryDirectory(prefix="opformer-check-") as tmp:
         x, y = check_samples(check, Path(workdir or tmp), workers)
     pred = load(path).predict(x)
