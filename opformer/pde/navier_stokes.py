@@ -262,21 +262,28 @@ def solve(
     w, squeeze = _as_tensor(w0, "w0")
     n = w.shape[-1]
     dtype, device = w.dtype, w.device
-    if not nu > 0:
-        raise DataError(f"navier_stokes.solve: nu must be > 0, found {nu}")
-    if not t_final > 0:
-        raise DataError(f"navier_stokes.solve: t_final must be > 0, found {t_final}")
-    out_times = [float(t_final)] if times is None else [float(t) for t in np.asarray(times, dtype=np.float64).reshape(-1)]
-    if not out_times or out_times[0] < 0 or out_times[-1] > t_final * (1 + 1e-12) or any(b < a for a, b in zip(out_times, out_times[1:])):
+    # finite numbers: an infinite t_final stepped forever, an infinite nu gave NaN, a NaN time returned the last frame
+    nu = _positive_number(nu, "nu")
+    t_final = _positive_number(t_final, "t_final")
+    out_times = [t_final] if times is None else [float(t) for t in np.asarray(times, dtype=np.float64).reshape(-1)]
+    if (not out_times or not all(math.isfinite(t) for t in out_times) or out_times[0] < 0
+            or out_times[-1] > t_final * (1 + 1e-12) or any(b < a for a, b in zip(out_times, out_times[1:]))):
         raise DataError(f"navier_stokes.solve: times must be ascending in [0, t_final={t_final}], found {list(out_times)}")
-    if dt is not None and not dt > 0:
-        raise DataError(f"navier_stokes.solve: dt must be > 0, found {dt}")
-    if not (cfl > 0 and max_dt > 0):
-        raise DataError(f"navier_stokes.solve: cfl and max_dt must be > 0, found {cfl}, {max_dt}")
+    if dt is not None:
+        dt = _positive_number(dt, "dt", finite=False)  # inf: one step per output interval, as any dt beyond it
+    if not all(_is_number(v) and math.isfinite(v) and v > 0 for v in (cfl, max_dt)):
+        raise DataError(f"navier_stokes.solve: cfl and max_dt must be finite numbers > 0, found {cfl}, {max_dt}")
+    if solve_resolution is not None and not (isinstance(solve_resolution, (int, np.integer))
+                                             and not isinstance(solve_resolution, bool)):
+        raise DataError(f"navier_stokes.solve: solve_resolution must be an integer multiple of the grid size {n}, "
+                        f"found {solve_resolution!r}")
     m = n if solve_resolution is None else int(solve_resolution)
     if m < n or m % n:
         raise DataError(f"navier_stokes.solve: solve_resolution must be a multiple of the grid size {n}, found {solve_resolution}")
     stride = m // n
+    if w.shape[0] == 0:  # no samples: no solution, in its shape (the FFT of an empty batch fails)
+        out = w.new_zeros((0, len(out_times), n, n))
+        return out[0] if squeeze else out
 
     sp = _Spectral(m, dtype, device)
     f_hat = _forcing_hat(forcing, n, m, dtype, device)
@@ -355,6 +362,21 @@ def solve(
 
 
 # -- initial conditions and forcing --------------------------------------------------------------------------------
+
+
+def _is_number(value) -> bool:
+    """Whether ``value`` is one real number (a Python or numpy scalar, or a 0-d real array), not a bool."""
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+
+
+def _positive_number(value, name: str, finite: bool = True) -> float:
+    """``value`` as a float > 0 (finite unless ``finite`` is False), else a DataError naming ``name``."""
+    if not _is_number(value) or not value > 0 or (finite and not math.isfinite(value)):
+        what = "a finite number > 0" if finite else "a number > 0"
+        raise DataError(f"navier_stokes.solve: {name} must be {what}, found {value!r}")
+    return float(value)
 
 
 def _rng(seed) -> np.random.Generator:

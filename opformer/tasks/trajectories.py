@@ -101,9 +101,17 @@ def _names_an_array(path, name: str) -> bool:
 def _one_time_axis(values, path, time_key: str) -> np.ndarray:
     """Stored times as one axis: a vector, or a (trajectories, times) array whose rows are all the same times (the
     snapshot times are shared by all trajectories)."""
-    t = np.asarray(values, dtype=np.float64)
+    raw = np.asarray(values)
+    if not (np.issubdtype(raw.dtype, np.integer) or np.issubdtype(raw.dtype, np.floating)):  # text, bool, complex
+        kind = {"U": "text", "S": "text", "b": "booleans", "c": "complex numbers"}.get(raw.dtype.kind, str(raw.dtype))
+        shown = f" {raw.tolist()!r}"[:60] if raw.size <= 5 else f" of shape {raw.shape}"
+        raise DataError(f"{path}: the times {time_key!r} must be numbers, one per snapshot, found {kind}{shown}")
+    t = raw.astype(np.float64)
     if t.ndim == 2 and t.shape[0] >= 1 and np.array_equal(t, np.broadcast_to(t[:1], t.shape)):
         return t[0]
+    if t.ndim > 2 and t.size != max(t.shape):  # a field, not times: no rows to compare
+        raise DataError(f"{path}: the times {time_key!r} have shape {t.shape}: give one time axis (one value per "
+                        "snapshot) or a (trajectories, times) array whose rows are all the same")
     if t.ndim > 1 and t.size != max(t.shape):
         raise DataError(f"{path}: the times {time_key!r} have shape {t.shape}: give one time axis shared by every "
                         "trajectory (its rows differ)")
@@ -189,6 +197,9 @@ def _checked_times(where, times: np.ndarray, n_times: int, time_key: str) -> np.
     if times.shape != (n_times,):
         raise DataError(f"{where}: the times {time_key!r} must be {n_times} increasing values (one per snapshot), "
                         f"found an array of shape {times.shape}")
+    if not np.isfinite(times).all():
+        i = int(np.flatnonzero(~np.isfinite(times))[0])
+        raise DataError(f"{where}: the times {time_key!r} must be finite, found {times[i]:g} (snapshot {i})")
     bad = np.flatnonzero(np.diff(times) <= 0)
     if bad.size:
         i = int(bad[0])
@@ -348,6 +359,11 @@ class TrajectoryTask(Task):
     plot_labels = {"input": "u(t_0)", "target": "u(t)", "prediction": "prediction"}
 
     def load(self, data, options, files, splits=("train", "val", "test"), normalizers=None, test_all=False):
+        if normalizers is None and options.include_zero and (options.pairs != "all2all" or options.history > 1):
+            # training only: a trained model's options are read back as they were
+            which = f"--history {options.history}" if options.history > 1 else f"--pairs {options.pairs}"
+            raise ConfigError(f"--include-zero adds the pairs (t_i, t_i) to --pairs all2all; {which} trains no such "
+                              "pairs, so it would do nothing: leave it out")
         keys = list(data.keys) if data.keys else list(self.default_keys)
         if len(keys) != 1:
             raise DataError(f"--keys needs the one trajectory array of task {self.name}, got {','.join(keys)}")
@@ -368,8 +384,10 @@ class TrajectoryTask(Task):
                             f"training file's {train_src.shapes[key]}")
         n_times = train_src.shapes[key][1]
         if n_times < 2:
+            need = ("learning u(t) -> u(t + tau) needs at least 2" if normalizers is None else
+                    "scoring a model on (t_0, t_k) needs at least 2 (opformer rollout --times predicts from one)")
             raise DataError(f"{train_src.describe()}: key {key!r} holds {n_times} snapshot per trajectory "
-                            f"(shape {train_src.shapes[key]}); learning u(t) -> u(t + tau) needs at least 2")
+                            f"(shape {train_src.shapes[key]}); {need}")
         trained = getattr(options, _TRAINED_TIMES, None)
         if normalizers is not None and trained is not None:  # a trained model's evaluation: as its rollouts read files
             times = rollout_times(files["train"], train_src, key, n_times, options, trained,
@@ -409,7 +427,9 @@ class TrajectoryTask(Task):
             normalizers["target"] = UnitGaussianNormalizer.fit(flat, per_point=False, kind="periodic")
         allowed = np.arange(n_times) if options.max_time is None else np.flatnonzero(times <= options.max_time + 1e-12)
         if len(allowed) < 2 and set(splits) != {"test"}:  # the test split takes every snapshot
-            raise ConfigError(f"--max-time {options.max_time} leaves fewer than two snapshots (times {times[:3]}...)")
+            shown = ", ".join(f"{t:g}" for t in times[:3]) + (", ..." if len(times) > 3 else "")
+            raise ConfigError(f"--max-time {options.max_time:g} leaves fewer than two snapshots (the snapshot times: "
+                              f"{shown}); give a --max-time of at least {times[1]:g}")
         grid = (len(range(0, n, s)),) * self.dim
         coords = grid_coords("periodic", grid)
         datasets = {}

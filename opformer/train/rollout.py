@@ -108,6 +108,7 @@ def rollout_file(model, *, data, mode: Optional[str] = None, step: Optional[floa
     ``time_key``: the array or HDF5 attribute of the file's snapshot times (default: the training's)."""
     from ..config import ConfigError, OpformerWarning, SettingError
     from ..data.readers import open_source
+    from ..pde.errors import DataError
     from ..tasks.artifact import count_argument, load
     from ..tasks.trajectories import even_step, rollout_times
     from .run import _ROLLOUT_USER, locked_output
@@ -134,6 +135,10 @@ def rollout_file(model, *, data, mode: Optional[str] = None, step: Optional[floa
     info = predictor.artifact.get("info") or {}
     if not predictor.time_dependent:
         raise ConfigError(f"{model}: the model of task {predictor.task.name} is not time-dependent")
+    _check_arguments(predictor, mode, step, times)  # before the file is read: no note ahead of the refusal
+    if key and len([k for k in str(key).split(",") if k.strip()]) > 1:  # as training takes it: one array
+        raise SettingError(f"keys needs the one trajectory array of the file, got {key}",
+                           f"--keys needs the one trajectory array of the file, got {key}")
     key = key or info.get("key") or predictor.artifact["keys"][0]
     options = predictor.options
     if time_key is not None:  # an empty one is refused by the options themselves
@@ -164,24 +169,34 @@ def rollout_file(model, *, data, mode: Optional[str] = None, step: Optional[floa
     if mode is None:
         mode = "autoregressive" if h > 1 else "direct"
     want = rel[h:] if times is None else np.asarray(times, dtype=np.float64)
+    if not len(want):
+        raise DataError(f"{data}: key {key!r} holds {_count(traj.shape[1], 'snapshot', 'snapshots')} per trajectory, "
+                        f"shape {tuple(src.shapes[key])}: no later time to roll out to"
+                        + (f" after the {h} that a model with --history {h} takes" if h > 1 else "")
+                        + "; give --times T1,T2,... for predictions only")
+    if h > 1:
+        _check_history_times(data, options.time_key, rel, want if times is None else None, h, float(info["step"]))
     if h > 1 and times is not None and not np.all(want > rel[h - 1]):
         raise SettingError(
             f"times of a model with history {h} lie after its {h} given snapshots (t > {rel[h - 1]:g}), got {times}",
             f"--times of a model with --history {h} lie after its {h} given snapshots (t > {rel[h - 1]:g}), got "
             f"{','.join(f'{t:g}' for t in times)}")
-    if mode != "direct" and step is None and h == 1 and even_step(info["times"]) is None:
-        warnings.warn(f"the training snapshots are unevenly spaced: the {mode} steps are {info['step']:g}, the smallest "
-                      "spacing (--step sets another)", OpformerWarning, stacklevel=2)
     if h > 1:  # the FNO protocol: the first h snapshots in, the rest predicted one step at a time
         pred = predictor.rollout(traj[:, :h], want - rel[h - 1], mode=mode, step=step)
     else:
-        pred = predictor.rollout(traj[:, 0], want, mode=mode, step=step)
+        pred = _from_initial_state(predictor, traj[:, 0], want, mode, step)
+    if mode != "direct" and step is None and h == 1 and even_step(info["times"]) is None:  # after the rollout's checks
+        warnings.warn(f"the training snapshots are unevenly spaced: the {mode} steps are {info['step']:g}, the smallest "
+                      "spacing (--step sets another)", OpformerWarning, stacklevel=2)
     truth_idx = [int(np.argmin(np.abs(rel - t))) if np.min(np.abs(rel - t)) < 1e-6 * max(1.0, t) else None
                  for t in want]
     errors = []
     for k, idx in enumerate(truth_idx):
         if idx is None:
             errors.append(None)
+            continue
+        if want[k] == 0:  # u(t_0) itself, given, not predicted
+            errors.append(0.0)
             continue
         # in float64 with only an all-zero truth bounded: the error is the same at any scale of the data that
         # float32 holds (an absolute clamp at 1e-12 misreported data of scale 1e-15)
@@ -222,12 +237,75 @@ def rollout_file(model, *, data, mode: Optional[str] = None, step: Optional[floa
             w.writerow(["time", "rel_l2"])
             for t, e in zip(want, errors):
                 w.writerow([f"{t:g}", "" if e is None else f"{e:.6e}"])
-        shown = f"trajectory {int(indices[show])} of {Path(str(data)).name}"
         written = _plots(out / "plots", predictor, want, errors, horizon, mode, traj[show], pred[show], truth_idx,
-                         shown)
+                         data=data, trajectory=int(indices[show]))
     metrics["out"] = str(out)
     metrics["plots"] = written
     return metrics
+
+
+def _check_arguments(predictor, mode: Optional[str], step, times) -> None:
+    """The rollout's own arguments (``mode``, ``step``, ``times``) for ``predictor``, checked as its
+    :meth:`~opformer.tasks.artifact.Predictor.rollout` checks them, but before the data file is read."""
+    from ..config import SettingError
+
+    def bad(name: str, problem: str) -> SettingError:
+        return SettingError(f"{name} {problem}", f"--{name} {problem}")
+
+    h = predictor.history
+    if mode not in (None, "direct", "autoregressive", "mixed"):
+        raise bad("mode", f"must be direct, autoregressive or mixed, got {mode!r}")
+    if step is not None:
+        number = isinstance(step, (int, float, np.integer, np.floating)) and not isinstance(step, bool)
+        if not number or not (np.isfinite(step) and step > 0):
+            raise bad("step", f"must be a finite number > 0, got {float(step) if number else repr(step)}")
+        trained = float((predictor.artifact.get("info") or {})["step"])
+        if h > 1 and not np.isclose(float(step), trained, rtol=1e-6, atol=0.0):
+            raise bad("step", f"of a model with history {h} is its training snapshot spacing {trained:g} (each call "
+                              f"predicts the next snapshot); got {step}")
+    if h > 1 and mode not in (None, "autoregressive"):
+        raise SettingError(f"a model with history {h} rolls out one snapshot at a time: use mode='autoregressive'",
+                           f"a model with --history {h} rolls out one snapshot at a time: use --mode autoregressive")
+    if times is not None:
+        try:
+            t = np.asarray(times, dtype=np.float64).reshape(-1)
+        except (TypeError, ValueError):
+            raise bad("times", f"must be numbers (finite, ascending, > 0), got {times!r}"[:200]) from None
+        if not t.size or not np.all(np.isfinite(t)) or t.min() < 0 or np.any(np.diff(t) <= 0):
+            raise bad("times", f"must be finite ascending values > 0 (or a leading 0: u0 itself), got "
+                               f"{[float(x) for x in t]}")
+
+
+def _check_history_times(data, time_key: str, rel: np.ndarray, want: Optional[np.ndarray], h: int,
+                         step: float) -> None:
+    """A model with a history of ``h`` snapshots (trained ``step`` apart) takes a file's first ``h`` snapshots as its
+    input window, so they must be ``step`` apart; ``want``, the file's later times when the user gave no
+    ``--times``, must then be multiples of ``step`` (one snapshot a call)."""
+    from ..pde.errors import DataError
+
+    gaps = np.diff(rel[:h])
+    if not np.allclose(gaps, step, rtol=1e-6, atol=0.0):
+        even = np.allclose(gaps, gaps[0], rtol=1e-6, atol=0.0)
+        spacing = f"{gaps[0]:g}" if even else f"{gaps.min():g} to {gaps.max():g}"
+        raise DataError(f"{data}: its first {h} snapshots are {spacing} apart (times {time_key!r}); this model with "
+                        f"--history {h} was trained on snapshots {step:g} apart, one snapshot a call: its input window "
+                        "would be spaced otherwise")
+    for t in [] if want is None else want:
+        if abs(t / step - round(t / step)) > 1e-6:
+            raise DataError(f"{data}: its snapshot time {t:g} (times {time_key!r}) is not a multiple of the step "
+                            f"{step:g} of this model with --history {h} (one snapshot a call): give --times at "
+                            f"multiples of {step:g}")
+
+
+def _from_initial_state(predictor, u0: np.ndarray, times: np.ndarray, mode: str, step):
+    """``predictor.rollout(u0, times)``, a leading t = 0 given here as ``u0`` itself (float32, as the predictions),
+    so that ``u0`` is checked once, by the rollout of the later times (the model's own frame of t = 0 checks it before
+    that rollout checks it again)."""
+    t = np.asarray(times, dtype=np.float64)
+    if len(t) < 2 or t[0] != 0 or not np.all(np.isfinite(t)) or np.any(np.diff(t) <= 0):
+        return predictor.rollout(u0, t, mode=mode, step=step)  # its own checks and messages for any other times
+    later = predictor.rollout(u0, t[1:], mode=mode, step=step)
+    return np.concatenate([np.asarray(u0, dtype=np.float32)[:, None], later], axis=1)
 
 
 _OWN_TEST_TRAJECTORIES = "the run's test trajectories"  # what _trajectories calls the run's own file's test split
@@ -239,10 +317,18 @@ def _trajectories(run: Optional[dict], data: Path, n_file: int) -> tuple[np.ndar
     from ..data.datasets import make_splits
 
     d = (run or {}).get("data") or {}
-    if d.get("path") and not d.get("test_path") and Path(d["path"]).resolve() == data.resolve():
+    own = bool(d.get("path")) and Path(d["path"]).resolve() == data.resolve()
+    if own and not d.get("test_path"):
         split = make_splits(n_file, None, n_train=d.get("n_train"), n_val=d.get("n_val", 0.1),
                             n_test=d.get("n_test"), train_pool=d.get("train_pool"))
         return split["test"], _OWN_TEST_TRAJECTORIES
+    if own:  # trained with --test-data: this file holds no test trajectory of the run
+        from ..config import OpformerWarning
+
+        warnings.warn(f"{data} is the file this model was trained on and holds none of its test trajectories (they are "
+                      f"in {d['test_path']}, --test-data): the errors are on its training and validation trajectories",
+                      OpformerWarning, stacklevel=3)
+        return np.arange(n_file), "the run's training and validation trajectories"
     return np.arange(n_file), "all trajectories of the file"
 
 
@@ -260,10 +346,12 @@ def _default_out(model: Path, mode: str, data: Optional[Path] = None, resample: 
     return base / (f"rollout-{file_part(data)}{mode}" + ("" if resample == "auto" else f"-resample-{resample}"))
 
 
-def _plots(folder: Path, predictor, times, errors, horizon, mode, truth, pred, truth_idx, shown_name="") -> list:
+def _plots(folder: Path, predictor, times, errors, horizon, mode, truth, pred, truth_idx, data=None,
+           trajectory: Optional[int] = None) -> list:
     """error_vs_time.png, snapshots.png (input, truth, prediction, error at up to four times; at times the file does
-    not store, input and prediction), trajectory.gif; returns the names of the files written.  ``shown_name``: the
-    trajectory shown (``trajectory 22 of ns.h5``), in the titles.  t = 0 (u0 itself) is neither plotted nor shown."""
+    not store, input and prediction), trajectory.gif; returns the names of the files written.  ``data``: the path of
+    the trajectory file, whose name the titles give; ``trajectory``: the number in it of the trajectory shown
+    (``trajectory 22 of ns.h5``).  t = 0 (u0 itself) is neither plotted nor shown."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -271,6 +359,9 @@ def _plots(folder: Path, predictor, times, errors, horizon, mode, truth, pred, t
     from matplotlib.animation import FuncAnimation, PillowWriter
 
     times = [float(t) for t in times]
+    file_name = Path(str(data)).name if data is not None else ""
+    shown_name = " of ".join(part for part in (f"trajectory {trajectory}" if trajectory is not None else "",
+                                               file_name) if part)
     fig, ax = plt.subplots(figsize=(6, 3.8))
     pts = [(t, e) for t, e in zip(times, errors) if e is not None and t > 0 and np.isfinite(e) and e > 0]
     if pts:
@@ -291,8 +382,7 @@ def _plots(folder: Path, predictor, times, errors, horizon, mode, truth, pred, t
     ax.set_ylabel("relative L2 error")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
-    ax.set_title(f"{mode} rollout" + (f", mean over the trajectories ({shown_name.split(' of ')[-1]})"
-                                      if shown_name else ""), fontsize=9)
+    ax.set_title(f"{mode} rollout" + (f", mean over the trajectories ({file_name})" if file_name else ""), fontsize=9)
     fig.tight_layout()
     fig.savefig(folder / "error_vs_time.png", dpi=110)
     plt.close(fig)
