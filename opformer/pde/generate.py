@@ -293,7 +293,10 @@ def _burgers_validate(recipe: dict, need) -> None:
     res = recipe["resolution"]
     need(isinstance(res, int) and res >= 8, f"resolution must be an integer >= 8, found {res!r}")
     need(recipe["domain"] in ("2pi", "unit"), f"domain must be '2pi' or 'unit', found {recipe['domain']!r}")
-    need(recipe["nu"] > 0 and recipe["t_final"] > 0, "nu and t_final must be > 0")
+    for key in ("nu", "t_final"):
+        v = recipe[key]
+        need(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0,
+             f"{key} must be a finite number > 0, found {v!r}")
     need(isinstance(recipe["steps"], int) and recipe["steps"] >= 1, f"steps must be a positive integer, found {recipe['steps']!r}")
     sr = recipe["solve_resolution"]
     need(sr is None or (isinstance(sr, int) and 8 <= sr), f"solve_resolution must be null or an integer >= 8, found {sr!r}")
@@ -383,7 +386,10 @@ def _ns_validate(recipe: dict, need) -> None:
     need(_is_int(res) and res >= 8, f"resolution must be an integer >= 8, found {res!r}")
     need(_is_int(sr) and sr >= res and sr % res == 0,
          f"solve_resolution must be a multiple of resolution={res}, found {sr!r}")
-    need(recipe["nu"] > 0 and recipe["t_final"] > 0, "nu and t_final must be > 0")
+    for key in ("nu", "t_final"):
+        v = recipe[key]
+        need(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0,
+             f"{key} must be a finite number > 0, found {v!r}")
     need(_is_int(recipe["snapshots"]) and recipe["snapshots"] >= 1, f"snapshots must be a positive integer, found {recipe['snapshots']!r}")
     need(0 < recipe["cfl"] <= 1, f"cfl must be in (0, 1], found {recipe['cfl']!r}")
     need(recipe["dt"] is None or recipe["dt"] > 0, f"dt must be null or > 0, found {recipe['dt']!r}")

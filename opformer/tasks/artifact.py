@@ -493,7 +493,7 @@ class Predictor:
                                           f"set per sample) for inputs on the grid {grid}, got {given}")
         return c
 
-    def rollout(self, u0, times, mode: str = "direct", step: Optional[float] = None, batch_size: int = 32):
+    def rollout(self, u0, times, mode: Optional[str] = None, step: Optional[float] = None, batch_size: int = 32):
         """Predictions at ``times`` (> 0, ascending) from initial states ``u0`` (samples, *grid[, channels]) of a
         time-dependent model: (samples, len(times), *grid[, channels]).  A model trained with a history of h
         snapshots takes ``u0`` (samples, h, *grid) and counts ``times`` from the last of them (``opformer rollout``
@@ -503,7 +503,8 @@ class Predictor:
         ``direct``: one jump of tau = t for every t.  ``autoregressive``: repeated steps of ``step`` (default: the
         training data's snapshot spacing), a last shorter step where t is not a multiple.  ``mixed``: the largest
         jumps first: repeated jumps of the longest lead time seen in training (a multiple of ``step``), then
-        shorter ones, down to ``step``.  Any t > 0 is allowed, also beyond the training horizon."""
+        shorter ones, down to ``step``.  Any t > 0 is allowed, also beyond the training horizon.  ``mode`` None:
+        ``autoregressive`` for a model with a history (the only mode it has), else ``direct``."""
         info = self.artifact.get("info") or {}
         batch_size = _check_batch_size(batch_size)
         if not self.time_dependent:
@@ -526,18 +527,26 @@ class Predictor:
                 or any(b <= a for a, b in zip(times, times[1:]))):
             raise _bad_argument("times", f"must be finite ascending values > 0 (or a leading 0: u0 itself), "
                                          f"got {times}")
+        if mode is None:
+            mode = "autoregressive" if self.history > 1 else "direct"
         if mode not in ("direct", "autoregressive", "mixed"):
             raise _bad_argument("mode", f"must be direct, autoregressive or mixed, got {mode!r}")
+        x, as_torch = _user_array(u0, "u0")  # once: a leading t = 0 takes its frame from the same array
         if times[0] == 0:  # t_0: the initial state as given, then the predictions at the later times
-            return self._with_initial_frame(u0, times[1:], mode, step, batch_size)
+            return self._with_initial_frame(x, as_torch, times[1:], mode, step, batch_size)
+        return self._rollout_checked(x, as_torch, times, mode, step, batch_size)
+
+    def _rollout_checked(self, x: np.ndarray, as_torch: bool, times: list, mode: str, step: float,
+                         batch_size: int):
+        """:meth:`rollout` once its arguments are checked: ``x`` the user's ``u0`` as a numpy array, ``times`` > 0."""
+        info = self.artifact.get("info") or {}
         longest = max(step, float(info.get("max_lead", step))) if mode == "mixed" else step
         calls = 0 if mode == "direct" else times[-1] / longest + longest / step
         if calls > MAX_ROLLOUT_STEPS:
             raise _bad_argument("times", f"up to {times[-1]:g} take about {calls:.3g} model calls of {mode} steps "
                                          f"(more than {MAX_ROLLOUT_STEPS:,}); give a larger step or mode direct")
         if self.history > 1:
-            return self._rollout_history(u0, times, mode, step, self.history)
-        x, as_torch = _user_array(u0, "u0")
+            return self._rollout_history(x, as_torch, times, mode, step, self.history)
         squeeze = x.ndim == self.task.dim + 1
         xin, c = self.task.inputs_from_array(x, self.grid)
         self._check_channels(x.shape, xin)
@@ -580,10 +589,11 @@ class Predictor:
             y = y[..., 0]
         return y if as_torch else y.numpy()
 
-    def _with_initial_frame(self, u0, times: list, mode: str, step: float, batch_size: int):
-        """:meth:`rollout` at ``[0, *times]``: ``u0`` (its last snapshot for a model with a history) as the frame of
-        t = 0, in the layout of the predictions, before those at ``times``."""
-        x, as_torch = _user_array(u0, "u0")
+    def _with_initial_frame(self, x: np.ndarray, as_torch: bool, times: list, mode: str, step: float,
+                            batch_size: int):
+        """:meth:`rollout` at ``[0, *times]``: ``x`` (the user's ``u0``; its last snapshot for a model with a
+        history) as the frame of t = 0, in the layout of the predictions, before those at ``times``."""
+        u0 = x
         if self.history > 1:
             if x.ndim < self.task.dim + 2 or x.shape[1] != self.history:
                 raise ConfigError(f"this model needs the last {self.history} snapshots: inputs of shape (samples, "
@@ -593,22 +603,20 @@ class Predictor:
         first = np.asarray(x, dtype=np.float32)[:, None]
         if not times:
             return torch.from_numpy(first) if as_torch else first
-        y = self.rollout(u0, times, mode=mode, step=step, batch_size=batch_size)
-        later = y.numpy() if as_torch else y
+        later = self._rollout_checked(u0, False, times, mode, step, batch_size)
         if later.shape[:1] + later.shape[2:] != first.shape[:1] + first.shape[2:]:
             raise _bad_argument("times", f"starts with 0, whose frame is u0 {x.shape}, but the predictions have shape "
                                          f"{later.shape[:1] + later.shape[2:]}: drop t_0 (times[1:])")
         out = np.concatenate([first, later], axis=1)
         return torch.from_numpy(out) if as_torch else out
 
-    def _rollout_history(self, u0, times, mode: str, step: float, h: int):
+    def _rollout_history(self, x: np.ndarray, as_torch: bool, times, mode: str, step: float, h: int):
         """The FNO protocol: ``u0`` (samples, h, *grid[, c]) holds the last h snapshots; each step predicts the next
         snapshot from the last h; ``times`` are multiples of ``step`` after the last given snapshot."""
         if mode != "autoregressive":
             raise SettingError(
                 f"a model with history {h} rolls out one snapshot at a time: use mode='autoregressive'",
                 f"a model with --history {h} rolls out one snapshot at a time: use --mode autoregressive")
-        x, as_torch = _user_array(u0, "u0")
         if x.ndim < self.task.dim + 2 or x.shape[1] != h:
             raise ConfigError(f"this model needs the last {h} snapshots: inputs of shape (samples, {h}, *grid)")
         n_steps = [round(t / step) for t in times]

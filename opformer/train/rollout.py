@@ -72,7 +72,8 @@ def _run(args) -> int:
     if known:
         bad = len(m["nonfinite_times"])
         unscored = sum(e is None for e in m["rel_l2"]) - bad
-        beyond = (f"; {unscored} of the {len(m['times'])} times have no truth in the file (predictions only)"
+        verb = "has" if unscored == 1 else "have"
+        beyond = (f"; {unscored} of the {len(m['times'])} times {verb} no truth in the file (predictions only)"
                   if unscored else "") + (f"; NaN or inf predictions (unscored) at {_count(bad, 'time', 'times')}: "
                                           f"{', '.join(f'{t:g}' for t in m['nonfinite_times'])}" if bad else "")
         print(f"{m['mode']} rollout of {rolled}: mean "

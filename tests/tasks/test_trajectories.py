@@ -80,7 +80,7 @@ def test_tiny_navier_stokes_trains_and_rolls_out_through_the_cli(ns_file, tmp_pa
             assert (tmp_path / mode / "plots" / name).stat().st_size > 0
         # the summary line scores the last time with a truth, and says that one time has none
         printed = capsys.readouterr().out
-        assert "at t = 2: " in printed and "; 1 of the 4 times have no truth in the file (predictions only)" in printed
+        assert "at t = 2: " in printed and "; 1 of the 4 times has no truth in the file (predictions only)" in printed
     model = opformer.load(ck)
     u0 = np.asarray(model.task.load(DataConfig(n_test=4, n_val=2), model.options,
                                     {"train": ns_file, "test": None}, splits=("test",)).datasets["test"].traj[:2, 0])
