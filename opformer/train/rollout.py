@@ -347,6 +347,25 @@ def _default_out(model: Path, mode: str, data: Optional[Path] = None, resample: 
     return base / (f"rollout-{file_part(data)}{mode}" + ("" if resample == "auto" else f"-resample-{resample}"))
 
 
+def _spread(ks: list, m: int) -> list:
+    """Up to ``m`` of ``ks``, evenly spread from the first to the last."""
+    return [ks[int(round(x))] for x in np.linspace(0, len(ks) - 1, min(m, len(ks)))] if ks else []
+
+
+def _shown_frames(times, truth_idx) -> list:
+    """The indices of the (up to four) times of snapshots.png, in order: spread over the times > 0 with a truth in
+    the file, the last of them replaced by the last asked time when the rollout goes beyond the file (there is
+    what a rollout past the data is for); the predictions alone when no time has a truth."""
+    later = [k for k, t in enumerate(times) if t > 0]
+    known = [k for k in later if truth_idx[k] is not None]
+    beyond = [k for k in later if truth_idx[k] is None and (not known or k > known[-1])]
+    if not known:
+        return _spread(later, 4)
+    if not beyond:
+        return _spread(known, 4)
+    return _spread(known, 3) + [beyond[-1]]
+
+
 def _plots(folder: Path, predictor, times, errors, horizon, mode, truth, pred, truth_idx, data=None,
            trajectory: Optional[int] = None) -> list:
     """error_vs_time.png, snapshots.png (input, truth, prediction, error at up to four times; at times the file does
@@ -391,8 +410,7 @@ def _plots(folder: Path, predictor, times, errors, horizon, mode, truth, pred, t
 
     two_d = predictor.task.dim == 2
     later = [k for k, t in enumerate(times) if t > 0]
-    shown = [k for k in later if truth_idx[k] is not None] or later  # no truth at any time: the predictions alone
-    shown = [shown[int(round(x))] for x in np.linspace(0, len(shown) - 1, min(4, len(shown)))] if shown else []
+    shown = _shown_frames(times, truth_idx)
     if shown:
         fig, axes = plt.subplots(len(shown), 4 if two_d else 1, figsize=(13 if two_d else 7, 3 * len(shown)),
                                  squeeze=False)
