@@ -23,6 +23,7 @@ from typing import Any, Literal, Optional, Union
 __all__ = [
     "ConfigError",
     "SettingError",
+    "FieldError",
     "DataConfig",
     "TrainConfig",
     "coerce",
@@ -52,6 +53,21 @@ class SettingError(ConfigError):
     def __init__(self, message: str, cli: str):
         super().__init__(message)
         self.cli = cli
+
+
+class FieldError(ConfigError):
+    """A value of a config section's field that is not valid (:func:`check_section`).  The message names the field by
+    its flag, as the command line sets it; ``key`` is its ``section.field`` and ``problem`` what is wrong with the
+    value, so that a value read from a YAML file can be named by its key there (:attr:`in_file`)."""
+
+    def __init__(self, message: str, key: str, problem: str):
+        super().__init__(message)
+        self.key = key
+        self.problem = problem
+
+    @property
+    def in_file(self) -> str:
+        return f"{self.key}: {self.problem}"
 
 
 class OpformerWarning(UserWarning):
@@ -287,6 +303,8 @@ def _check_range(field: dataclasses.Field, value: Any, where: str) -> None:
 
 def check_section(cls, values: dict, section: str) -> Any:
     """Build dataclass ``cls`` from ``values`` with every field typed and range-checked; unknown keys are refused."""
+    if not isinstance(values, dict):  # a YAML list or a single value where the section's fields belong
+        raise ConfigError(f"{section}: expected a mapping of field: value, got {value_kind(values)}")
     names = [f.name for f in dataclasses.fields(cls)]
     helps = {f.name: help_text(cls, f) for f in dataclasses.fields(cls)}
     out = {}
@@ -295,8 +313,25 @@ def check_section(cls, values: dict, section: str) -> Any:
             near = nearest(key, names, helps)
             raise SettingError(f"unknown field {section}.{key}" + (f"; did you mean {section}.{near}?" if near else ""),
                                f"unknown field {section}.{key}{suggest(key, names, helps)}")
-        out[key] = coerce(cls, key, value)
+        where = flag(key)
+        try:
+            out[key] = coerce(cls, key, value, where)
+        except FieldError:
+            raise
+        except ConfigError as exc:
+            text = str(exc)
+            problem = text[len(where) + 2:] if text.startswith(f"{where}: ") else text
+            raise FieldError(text, f"{section}.{key}", problem) from None
     return cls(**out)
+
+
+def value_kind(value: Any) -> str:
+    """What a YAML value is, in a few words, for a message: ``a list [1, 2]``, ``the text 'abc'``."""
+    shown = repr(value)
+    shown = shown if len(shown) <= 40 else shown[:37] + "..."
+    kind = ("a list" if isinstance(value, list) else "a mapping" if isinstance(value, dict)
+            else "the text" if isinstance(value, str) else "the value")
+    return f"{kind} {shown}"
 
 
 def help_text(cls, field: Union[str, dataclasses.Field]) -> str:

@@ -198,7 +198,8 @@ class _File:
         available = sorted(str(k) for k in available)
         for key in self.keys:
             if key not in available:
-                raise MissingKeyError(f"{self.path}: key {key!r} not found; available keys: {available}")
+                raise MissingKeyError(f"{self.path}: key {key!r} not found; available keys: {available}", key=key,
+                                      path=str(self.path), available=available)
 
     def _probe_hdf5(self) -> None:
         refuse_empty_file(self.path, "HDF5")

@@ -16,4 +16,11 @@ class DataError(ValueError):
 
 
 class MissingKeyError(DataError):
-    """A data file lacks an array the request names (the command-line tools add how to name other arrays)."""
+    """A data file lacks an array the request names (the command-line tools add how to name other arrays).
+
+    ``key``: the missing array's name; ``path``: the file; ``available``: the names the file holds (each None when
+    not known), for a caller that words the refusal itself."""
+
+    def __init__(self, message: str, *, key=None, path=None, available=None):
+        super().__init__(message)
+        self.key, self.path, self.available = key, path, available

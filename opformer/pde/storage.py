@@ -120,7 +120,8 @@ def read_samples(path: str | os.PathLike, key: str, lo: int, hi: int) -> np.ndar
     try:
         with h5py.File(path, "r") as h5:
             if key not in h5:
-                raise MissingKeyError(f"{path}: key {key!r} not found; available keys: {sorted(h5)}")
+                raise MissingKeyError(f"{path}: key {key!r} not found; available keys: {sorted(h5)}", key=key,
+                                      path=str(path), available=sorted(h5))
             return h5[key][lo:hi]
     except OSError as exc:
         if "checksum" in str(exc).lower() or "filter returned failure" in str(exc):

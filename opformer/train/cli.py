@@ -120,6 +120,20 @@ def _fail(msg) -> int:
     return 2
 
 
+def _in_config_file(exc, preset: str):
+    """``exc``, a setting refused while a run config was read from ``preset``, as the line to print: a setting of the
+    user's YAML file named by its key there, not by the flag (a value given by a flag is checked, and refused by its
+    flag, before the file's values are)."""
+    from ..config import FieldError, SettingError
+
+    if Path(str(preset)).suffix.lower() in (".yaml", ".yml"):
+        if isinstance(exc, FieldError):
+            return f"{preset}: {exc.in_file}"
+        if isinstance(exc, SettingError):
+            return f"{preset}: {exc}"
+    return exc
+
+
 def _errors():
     from ..config import ConfigError
     from ..pde.errors import DataError
@@ -141,7 +155,7 @@ def _run_prepare(args) -> int:
             run.data.workers = args.workers
             files = ensure_files(run.task, run.data, run.options)
         except _errors() as exc:
-            return _fail(exc)
+            return _fail(_in_config_file(exc, name))
         except KeyboardInterrupt:
             print("interrupted: the finished samples are kept; run the same command to resume", file=sys.stderr)
             return 130
@@ -200,6 +214,49 @@ def _parse_extra(extra: list[str]) -> dict:
     return out
 
 
+#: the options whose value names a file, a directory or a model, with what to give: an empty value (``--out ""``,
+#: ``--out "$DIR"`` with DIR unset) would otherwise be read as the current directory, or as not given at all
+_NAMED_VALUES = {"model": "a checkpoint, a run directory or a model's name", "out": "a path",
+                 "data": "a data file", "test_data": "a data file", "save_pretrained": "a directory"}
+
+
+def _empty_value(args) -> str | None:
+    """The error line for an option of ``args`` given as an empty (or blank) path or name, or None."""
+    for name, what in _NAMED_VALUES.items():
+        value = getattr(args, name, None)
+        if isinstance(value, str) and not value.strip():
+            shown = f"--{name.replace('_', '-')}"
+            if name == "model":  # train's --model picks a model of the task; eval's and predict's MODEL is loaded
+                shown, what = ("--model", "a model of the preset's task (e.g. fno)") if hasattr(args, "preset") else (
+                    "MODEL", what)
+            return f"{shown} is empty ({value!r}); give {what}"
+    return None
+
+
+def _command_flags(parser) -> list[str]:
+    """The options of ``opformer train`` itself (``--out``, ``--resume``, ...), which a mistyped field may have
+    meant."""
+    return [opt for action in parser._actions for opt in action.option_strings if opt.startswith("--")]
+
+
+def _preset_after_flags(args) -> None:
+    """Refuse ``opformer train --epochs 3 burgers-gt``, where the flag's value was read as the preset (the flags of
+    the config fields are not known before the preset is), in one line that shows the order the command takes."""
+    from ..config import ConfigError
+    from .config import load_preset
+
+    for i, tok in enumerate(args.extra):
+        if tok.startswith("-") or not (i and args.extra[i - 1].startswith("--") and "=" not in args.extra[i - 1]):
+            continue  # a preset left among the flags follows a flag whose value was taken as the preset
+        try:
+            load_preset(tok)
+        except ConfigError:
+            continue
+        flag = args.extra[i - 1]
+        raise ConfigError(f"{args.preset!r} is not a preset but the value of {flag}: the preset comes first, "
+                          f"`opformer train {tok} {flag} {args.preset} ...`")
+
+
 def _train(args: argparse.Namespace) -> int:
     from .config import apply_overrides, field_table, list_presets, load_preset, resolve
 
@@ -215,13 +272,19 @@ def _train(args: argparse.Namespace) -> int:
         args.parser.print_help()
         return 0 if args.help else 2
     ConfigError, DataError, LoadError = _errors()
+    if _empty_value(args):
+        return _fail(_empty_value(args))
     try:
-        cfg = load_preset(args.preset)
+        try:
+            cfg = load_preset(args.preset)
+        except ConfigError:
+            _preset_after_flags(args)
+            raise
         overrides = _parse_extra(args.extra)
         named = {"model": args.model, "data.path": args.data, "data.test_path": args.test_data,
                  "data.keys": args.keys}
         overrides = {**{k: v for k, v in named.items() if v is not None}, **overrides}
-        cfg, explicit = apply_overrides(cfg, overrides)
+        cfg, explicit = apply_overrides(cfg, overrides, _command_flags(args.parser))
         if args.help:
             print(field_table(cfg))
             return 0
@@ -233,12 +296,7 @@ def _train(args: argparse.Namespace) -> int:
                 if value is not None:
                     resolve_paths(value)
     except (ConfigError, DataError) as exc:
-        from ..config import SettingError
-
-        if isinstance(exc, SettingError) and Path(args.preset).suffix.lower() in (".yaml", ".yml"):
-            # a setting of the user's YAML file: named by its key there, not by the flag
-            return _fail(f"{args.preset}: {exc}")
-        return _fail(exc)
+        return _fail(_in_config_file(exc, args.preset))
     if args.print_config:
         with _one_line_warnings():  # the data's notes (e.g. no stored times) as one line each, as a training says them
             return _print_config(run, explicit, args.preset)
@@ -393,6 +451,8 @@ def _eval(args: argparse.Namespace) -> int:
     from .run import evaluate
 
     keep_freed_memory()  # batch after batch of the same size: no page faults (opformer/allocator.py)
+    if _empty_value(args):
+        return _fail(_empty_value(args))
     if args.batch_size < 1:
         return _fail(f"--batch-size must be >= 1, got {args.batch_size}")
     if args.out is not None:
@@ -439,6 +499,8 @@ def _predict(args: argparse.Namespace) -> int:
     from .run import predict
 
     keep_freed_memory()
+    if _empty_value(args):
+        return _fail(_empty_value(args))
     if args.batch_size < 1:
         return _fail(f"--batch-size must be >= 1, got {args.batch_size}")
     out = Path(args.out)  # (predict refuses an --out it would write over before reading anything)

@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from ..config import (ConfigError, DataConfig, SettingError, TrainConfig, check_section, coerce, field_help, flag,
-                      flag_words, help_text, suggest)
+                      flag_words, help_text, suggest, value_kind)
 
 __all__ = ["ConfigError", "Run", "list_presets", "load_preset", "apply_overrides", "resolve", "RECIPE_BOUND",
            "field_table"]
@@ -81,10 +81,23 @@ def _merge(base: dict, over: dict) -> dict:
     out = copy.deepcopy(base)
     for key, val in over.items():
         if key in ("data", "train", "task_options") and isinstance(val, dict):
-            out[key] = {**out.get(key, {}), **val}
+            out[key] = {**(out.get(key) or {}), **val}
+        elif key == "model" and _is_model_update(val) and out.get("model") is not None:
+            # the fields that differ from the base's model (``model: {d_model: 64}``): the base's model with them
+            out[key] = {**_model_dict(out["model"]), **copy.deepcopy(val)}
         else:
             out[key] = copy.deepcopy(val)
     return out
+
+
+def _is_model_update(model: Any) -> bool:
+    """Whether a YAML file's ``model`` section sets some fields of its base's model rather than naming a model of
+    its own (a ``name`` or a model ``preset``)."""
+    return isinstance(model, dict) and bool(model) and "name" not in model and "preset" not in model
+
+
+#: the YAML files being read, innermost last: a ``base`` that leads back to one of them is refused, not followed
+_LOADING: list = []
 
 
 def _from_yaml(text: str, name: str, where: str) -> dict:
@@ -94,37 +107,78 @@ def _from_yaml(text: str, name: str, where: str) -> dict:
         raise ConfigError(f"{where}: not valid YAML ({str(exc).splitlines()[0]})") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: expected a mapping of config sections")
+    if not raw:
+        raise ConfigError(f"{where}: an empty config; name the preset it builds on and the fields that differ, e.g. "
+                          "'base: burgers-gt' and 'train: {epochs: 10}' (`opformer train PRESET --print-config` "
+                          "writes a complete one)")
     allowed = {"name", "base", "task", "description", *_SECTIONS}
     for key in raw:
         if key not in allowed:
-            raise ConfigError(f"{where}: unknown section {key!r}{suggest(key, allowed)}".replace("--", ""))
+            raise ConfigError(f"{where}: unknown section {key!r}{suggest(str(key), allowed)}".replace("--", ""))
+    for key in ("base", "task", "name"):  # a name, not a list or a mapping (a number is taken as its text)
+        value = raw.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and key != "base":
+            raw[key] = value = str(value)
+        if value is not None and not isinstance(value, str):
+            raise ConfigError(f"{where}: {key}: expected a name, got {value_kind(value)}")
+    for key in ("data", "train", "task_options"):
+        if key in raw and raw[key] is None:  # a section left empty (its fields commented out): the base's as it is
+            raw.pop(key)
+        elif key in raw and not isinstance(raw[key], dict):
+            raise ConfigError(f"{where}: {key}: expected a mapping of field: value, got {value_kind(raw[key])}")
+    if raw.get("model") is None or raw.get("model") == {}:  # left empty: the base's model
+        raw.pop("model", None)
+    elif not isinstance(raw["model"], (dict, str)):
+        raise ConfigError(f"{where}: model: expected a mapping of the model's fields or a model preset's name, got "
+                          f"{value_kind(raw['model'])}")
     base_name = raw.pop("base", None)
-    base = load_preset(base_name) if base_name else {"task": raw.get("task"), "data": {}, "train": {},
+    base = _base(base_name, where) if base_name else {"task": raw.get("task"), "data": {}, "train": {},
                                                        "task_options": {}, "model": None}
     data = raw.get("data")
     if isinstance(data, dict) and data.get("path") is not None and (base.get("data") or {}).get("path") is None:
         for key in RECIPE_BOUND:  # as with --data: the base's sizes describe its generated data, not this file
             if key not in data:
                 (base.get("data") or {}).pop(key, None)
-    if isinstance(data, dict) and Path(where).suffix in (".yaml", ".yml"):
+    if isinstance(data, dict) and Path(where).suffix.lower() in (".yaml", ".yml"):
         here = Path(where).parent
         for key in ("path", "test_path"):  # a relative file name that is not in the working directory but next to
             value = data.get(key)  # the YAML file is the one beside it
             if isinstance(value, str) and value and not Path(value).expanduser().is_absolute():
                 if not Path(value).exists() and (here / value).exists():
                     data[key] = str(here / value)
+    if _is_model_update(raw.get("model")) and base.get("model") is None:
+        raise ConfigError(f"{where}: model: a model config needs a 'name' key (or a 'preset'), as there is no base "
+                          "model to set these fields of")
     cfg = _merge(base, raw)
     cfg["name"] = raw.get("name", name)
     return cfg
 
 
+def _base(base_name: str, where: str) -> dict:
+    """The config a YAML file (``where``) builds on: a preset, or a YAML file, whose relative path is taken in the
+    working directory or else next to the file."""
+    path = Path(base_name)
+    if path.suffix.lower() in (".yaml", ".yml") and not path.expanduser().is_absolute() and not path.exists():
+        beside = Path(where).parent / path
+        if Path(where).suffix.lower() in (".yaml", ".yml") and beside.exists():
+            base_name = str(beside)
+    try:
+        return load_preset(base_name)
+    except _BaseCycle:
+        raise
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: base: {exc}") from None
+
+
+class _BaseCycle(ConfigError):
+    """A chain of ``base`` files that leads back to one of them (its message names the chain once)."""
+
+
 def load_preset(name_or_path: str) -> dict:
     """The run config dict of a preset name (see :func:`list_presets`) or a YAML file."""
     path = Path(str(name_or_path))
-    if path.suffix in (".yaml", ".yml"):
-        if not path.exists():
-            raise ConfigError(f"{path}: no such preset file")
-        return _from_yaml(path.read_text(), path.stem, str(path))
+    if path.suffix.lower() in (".yaml", ".yml"):
+        return _load_yaml_file(path)
     files, generated = _yaml_presets(), _generated()
     if name_or_path in files:
         return _from_yaml(files[name_or_path].read_text(), name_or_path, f"preset {name_or_path}")
@@ -141,6 +195,30 @@ def load_preset(name_or_path: str) -> dict:
     near = difflib.get_close_matches(str(name_or_path), names, n=3, cutoff=0.5)
     hint = f" Did you mean {', '.join(near)}?" if near else ""
     raise ConfigError(f"unknown preset or task {name_or_path!r}.{hint} `opformer train --list` shows them all")
+
+
+def _load_yaml_file(path: Path) -> dict:
+    """The run config of the user's YAML file ``path``; a file that cannot be read, or whose ``base`` chain leads
+    back to itself, is refused in one line naming it."""
+    if not path.exists():
+        raise ConfigError(f"{path}: no such preset file")
+    if path.is_dir():
+        raise ConfigError(f"{path}: a directory, not a YAML config file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not a text file (a YAML config is UTF-8 text)") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    key = path.resolve()
+    if key in _LOADING:
+        chain = [str(p.name) for p in _LOADING[_LOADING.index(key):]] + [path.name]
+        raise _BaseCycle(f"{_LOADING[-1].name}: base: {' -> '.join(chain)}: the bases lead back to {path.name}")
+    _LOADING.append(key)
+    try:
+        return _from_yaml(text, path.stem, str(path))
+    finally:
+        _LOADING.pop()
 
 
 # --- overrides ----------------------------------------------------------------------------------------------------------
@@ -198,10 +276,11 @@ def _helps(cfg: dict) -> dict[str, str]:
 FLAG_ONLY = object()  # a command-line flag given without a value (``--residual``): true for a boolean field
 
 
-def apply_overrides(cfg: dict, overrides: dict[str, Any]) -> tuple[dict, set]:
+def apply_overrides(cfg: dict, overrides: dict[str, Any], command_flags=()) -> tuple[dict, set]:
     """Set fields by name (``lr``, ``n-train``, ``modes``) or dotted path (``train.lr``); values may be strings
     from the command line (typed here).  ``model`` picks another model: a short name of the task (``fno``), a model
-    preset or a ``build_model`` name.  Returns the new config and the set of fields given explicitly."""
+    preset or a ``build_model`` name.  Returns the new config and the set of fields given explicitly.
+    ``command_flags``: the command's own options (``--resume``), suggested for an unknown name near one of them."""
     from ..tasks import get_task
 
     cfg = copy.deepcopy(cfg)
@@ -240,7 +319,11 @@ def apply_overrides(cfg: dict, overrides: dict[str, Any]) -> tuple[dict, set]:
             if name in ("config", "config_file", "yaml"):
                 raise ConfigError(f"unknown option {flag(raw_key)}: a YAML config is given in place of the preset, "
                                   "opformer train FILE.yaml [flags]")
-            raise ConfigError(f"unknown option {flag(raw_key)}{suggest(name, owners, _helps(cfg))}")
+            hint = suggest(name, owners, _helps(cfg))
+            if not hint:  # the command's own options: --resum, --overwrit
+                near = difflib.get_close_matches(f"--{raw_key}", list(command_flags), n=1, cutoff=0.75)
+                hint = f"; did you mean {near[0]}?" if near else ""
+            raise ConfigError(f"unknown option {flag(raw_key)}{hint}")
         choices = [o for o in owners[name] if section is None or o[0] == section]
         if not choices:
             raise ConfigError(f"unknown option --{raw_key}; {name} is in section {owners[name][0][0]}")

@@ -179,9 +179,14 @@ def check_out_dir(out: Path, cfg: dict, resume: bool, overwrite: bool, *, compar
         a, b = _compared(old, cfg, compare_model, fitted_train)
         if a != b:
             hint = ""
-            if a["train"].get("epochs") != b["train"].get("epochs"):
-                hint = (f". The one-cycle learning-rate schedule spans the {a['train'].get('epochs')} epochs of that run, "
-                        "so it cannot be lengthened; train a new run with the epochs you want into another --out")
+            was, now = a["train"].get("epochs"), b["train"].get("epochs")
+            if was != now:
+                hint = f". The one-cycle learning-rate schedule spans the {was} epochs of that run, so it cannot be "
+                if isinstance(was, int) and isinstance(now, int) and now < was:  # e.g. the run's --epochs left out
+                    hint += (f"shortened; resume with --epochs {was}, or train a new run with the epochs you want into "
+                             "another --out")
+                else:
+                    hint += "lengthened; train a new run with the epochs you want into another --out"
             if not compare_model:  # the model's fields that the user set are compared already: they are listed first
                 a, b = _compared(old, cfg, compare_model, fitted_train, explicit)
             raise RunDirError(f"{out} holds a different run; --resume needs the same config (as in {source.name}). "
@@ -445,8 +450,7 @@ def _flock(fd: int, out: Path, error=RunDirError, user: str = "a running trainin
     except OSError as exc:
         if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
             raise
-        os.lseek(fd, 0, os.SEEK_SET)
-        pid, command = _lock_holder(os.read(fd, 128))
+        pid, command = _read_holder(fd)
         holder = _LOCK_USERS.get(command, f"a running opformer {command}") if command else user
         raise error(f"{out} is in use by {holder} (pid {pid}); wait for it to end, or choose another --out") from None
 
@@ -468,23 +472,72 @@ def _lock_holder(content: bytes) -> tuple[str, Optional[str]]:
     return words[0], command
 
 
-def _sign_lock(out: Path, command: str) -> None:
-    """Write this process's pid and ``command`` (``train``, ``eval``, ``rollout``) into ``out/.lock``, which it holds,
-    for a refused second command to name; only once the command is past its checks, so that a refused one leaves
-    the file as it was."""
-    fd = os.open(out / LOCK, os.O_WRONLY)
+def _read_holder(fd: int) -> tuple[str, Optional[str]]:
+    """(the pid, the command or None) of the process that holds the lock of ``fd``, as the lock file records it.  A
+    holder signs the file right after taking the lock (:func:`_sign_fd`): a pid that is no running process is the
+    previous holder's, read in that moment, so the file is read again for a little while before it is named."""
+    for attempt in range(6):
+        pid, command = _lock_holder(os.pread(fd, 128, 0))
+        if _running(pid) or attempt == 5:
+            return pid, command
+        time.sleep(0.02)
+    return pid, command
+
+
+def _running(pid: str) -> bool:
+    """Whether ``pid`` (the text a lock file records) is a running process."""
+    if not pid.isdigit() or int(pid) <= 0:
+        return False
     try:
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()} {command}\n".encode())
-    finally:
-        os.close(fd)
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError, OverflowError):
+        return True  # another user's process, or nothing we can tell
+    return True
+
+
+def _sign_fd(fd: int, command: str) -> None:
+    """Record this process's pid and ``command`` (``train``, ``eval``, ``rollout``) in the lock file of ``fd``, whose
+    lock this process has just taken: written over the previous holder's line in one write and then cut to its
+    length, so that a reader never finds the file empty."""
+    line = f"{os.getpid()} {command}\n".encode()
+    os.pwrite(fd, line, 0)
+    os.ftruncate(fd, len(line))
+
+
+def _lock_content(out: Path) -> Optional[tuple]:
+    """What ``out/.lock`` holds (the last holder's signature) and its access and modification times, for a refused
+    start to put back (:func:`_put_back_signature`); None when it cannot be read."""
+    try:
+        st = (out / LOCK).stat()
+        return (out / LOCK).read_bytes()[:4096], st.st_atime_ns, st.st_mtime_ns
+    except OSError:
+        return None
+
+
+def _put_back_signature(out: Path, previous: Optional[tuple]) -> None:
+    """Give ``out/.lock`` back the content and times it had before this process signed it (``previous``:
+    :func:`_lock_content`; None: nothing to put back), once a start into ``out`` was refused: it leaves the file as
+    it was."""
+    if previous is None:
+        return
+    content, atime, mtime = previous
+    with contextlib.suppress(OSError):
+        fd = os.open(out / LOCK, os.O_WRONLY)
+        try:
+            os.pwrite(fd, content, 0)
+            os.ftruncate(fd, len(content))
+        finally:
+            os.close(fd)
+        os.utime(out / LOCK, ns=(atime, mtime))
 
 
 @contextlib.contextmanager
 def _locked_run_dir(out: Path):
-    """Rank 0: create ``out`` and hold ``out/.lock`` until the block ends (the process's exit releases it too); the
-    file is not written here (:func:`_sign_lock`, once the start is validated).  Yields whether ``out`` was created
-    here.  Other ranks take no lock."""
+    """Rank 0: create ``out`` and hold ``out/.lock`` until the block ends (the process's exit releases it too),
+    signed as a training's the moment it is taken, so that a second command refused there names this process, never
+    the previous holder.  Yields whether ``out`` was created here.  Other ranks take no lock."""
     if not _is_rank_zero():
         yield False
         return
@@ -496,6 +549,7 @@ def _locked_run_dir(out: Path):
         raise RunDirError(f"--out {out}: cannot create the run directory ({exc.strerror or exc})") from None
     try:
         _flock(fd, out)
+        _sign_fd(fd, "train")
         yield created
     finally:
         os.close(fd)  # releases the lock; the file stays (removing it would let two processes lock different files)
@@ -515,7 +569,7 @@ def locked_output(out: Path, command: str):
     fd = os.open(out / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         _flock(fd, out, ConfigError, _LOCK_USERS[command])
-        _sign_lock(out, command)
+        _sign_fd(fd, command)
         yield
     finally:
         os.close(fd)  # the file stays, as the run directory's
@@ -1013,6 +1067,7 @@ def _train(cfg: dict, out, resume: bool, overwrite: bool, progress: bool, explic
     run, bundle, operator, artifact, notes = prepare_run(cfg, explicit, progress, announce=True)
     record = data_record(bundle)
     had_lock = (out / LOCK).exists()
+    previous = _lock_content(out) if had_lock else None  # the lock file's signature, for a refused start to put back
     new_dirs = _missing_dirs(out)  # the directories the lock makes (out and any missing parents)
     before = _run_dir_entries(out)
     with _locked_run_dir(out) as created:
@@ -1025,6 +1080,8 @@ def _train(cfg: dict, out, resume: bool, overwrite: bool, progress: bool, explic
                 (out / LOCK).unlink(missing_ok=True)
                 if created:
                     _remove_empty_dirs(new_dirs)
+            elif _is_rank_zero():
+                _put_back_signature(out, previous)
             raise
         ours = not _process_group_exists()  # a group the caller made is the caller's to destroy
         started = _TrainingStarted()
@@ -1035,7 +1092,7 @@ def _train(cfg: dict, out, resume: bool, overwrite: bool, progress: bool, explic
             # a start that fails before its first epoch (Lightning refusing a setting, a failed setup) leaves no
             # run behind, so that the corrected command just works; a resumed run keeps all its files
             if _is_rank_zero() and ckpt_path is None and not started.fired:
-                _undo_start(out, before, had_lock, new_dirs if created else [], started.wrote_config)
+                _undo_start(out, before, had_lock, new_dirs if created else [], started.wrote_config, previous)
                 if started.held is not None:  # the run it was to replace, back as it was
                     _put_back_run(out, started.held)
             raise
@@ -1089,11 +1146,13 @@ def _remove_empty_dirs(dirs) -> None:
             d.rmdir()
 
 
-def _undo_start(out: Path, before: set, had_lock: bool, new_dirs: list, wrote_config: bool) -> None:
+def _undo_start(out: Path, before: set, had_lock: bool, new_dirs: list, wrote_config: bool,
+                previous: Optional[tuple] = None) -> None:
     """Remove what a start that failed before its first epoch wrote into ``out``: the config it wrote
     (``wrote_config``; an earlier run's there was replaceable, or the start would have been refused), every file
     and folder that was not there before (``before``: :func:`_run_dir_entries`), the lock unless an earlier run left
-    it, and the directories the start made (``new_dirs``) once empty.  The user's files stay."""
+    it (then its signature goes back to ``previous``), and the directories the start made (``new_dirs``) once
+    empty.  The user's files stay."""
     if wrote_config:
         (out / "config.yaml").unlink(missing_ok=True)
     for sub in _RUN_SUBDIRS:
@@ -1109,6 +1168,8 @@ def _undo_start(out: Path, before: set, had_lock: bool, new_dirs: list, wrote_co
         (out / "metrics.json").unlink(missing_ok=True)
     if not had_lock:
         (out / LOCK).unlink(missing_ok=True)
+    else:
+        _put_back_signature(out, previous)
     _remove_empty_dirs(new_dirs)
 
 
@@ -1178,7 +1239,6 @@ def _fit(run, bundle, operator, artifact, notes, out: Path, ckpt_path, resume: b
     with _lightning_refusals():
         trainer = _trainer(t, out, progress, [best_cb, last_cb] + ([started] if started is not None else []))
     if _is_rank_zero():
-        _sign_lock(out, "train")  # the start is validated: its first write
         if (overwrite and not resume) or (ckpt_path is None and _never_checkpointed(out)):
             held = _set_aside_run(out)
             stale = sorted(p.name for p in out.iterdir() if p.is_dir() and p.name.startswith(("eval-", "rollout-"))
@@ -1562,9 +1622,11 @@ def evaluate(checkpoint, *, data: Optional[str] = None, keys=None, resolution: O
     except MissingKeyError as exc:
         pair = list(keys) if keys else list(predictor.artifact.get("keys") or ())
         # the loader looks for the input array first: a missing target means a file of inputs alone
-        if data is None or predictor.time_dependent or len(pair) != 2 or f"key {pair[1]!r} not found" not in str(exc):
+        if data is None or predictor.time_dependent or len(pair) != 2 or exc.key != pair[1]:
             raise
-        raise DataError(f"{str(exc).replace(f'key {pair[1]!r} not found', f'no target array {pair[1]!r}', 1)}: eval "
+        where = exc.path if exc.path is not None else data
+        holds = f"; available keys: {exc.available}" if exc.available is not None else ""
+        raise DataError(f"{where}: no target array {pair[1]!r}{holds}: eval "
                         "scores the predictions against targets (give --keys INPUT,TARGET for other names); "
                         f"{_predict_instead(checkpoint, data, pair[0])}") from None
     except DataError as exc:

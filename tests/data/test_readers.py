@@ -154,3 +154,23 @@ def test_data_info_lists_the_entries_of_a_pt_dict_that_are_not_arrays(tmp_path, 
     assert main(["data", "info", str(tmp_path / "odd.pt")]) == 0
     out = capsys.readouterr().out
     assert "1 array(s)" in out and "meta  ()  dict (not an array)" in out
+
+
+@pytest.mark.parametrize("suffix", [".npz", ".h5"])
+def test_a_missing_key_is_recorded_on_the_error(tmp_path, suffix):
+    """The error names the missing array, the file and what it holds as attributes too, for callers that word the
+    refusal themselves (eval's "no target array")."""
+    import h5py
+
+    from opformer.pde.errors import MissingKeyError
+
+    path = tmp_path / f"d{suffix}"
+    u = np.zeros((3, 8), dtype=np.float32)
+    if suffix == ".npz":
+        np.savez(path, u=u, v=u)
+    else:
+        with h5py.File(path, "w") as h5:
+            h5["u"], h5["v"] = u, u
+    with pytest.raises(MissingKeyError) as err:
+        open_source([path], ["u", "w"])
+    assert (err.value.key, err.value.path, err.value.available) == ("w", str(path), ["u", "v"])

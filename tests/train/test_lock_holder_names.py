@@ -79,8 +79,7 @@ def test_commands_record_what_holds_the_lock(burgers_runs, tmp_path, capsys):
     assert (folder / ".lock").read_text() == f"{os.getpid()} eval\n"
     run = tmp_path / "run"
     shutil.copytree(burgers_runs[0], run)
-    with run_module._locked_run_dir(run):
-        run_module._sign_lock(run, "train")
+    with run_module._locked_run_dir(run):  # signed as a training's when taken
         assert (run / ".lock").read_text() == f"{os.getpid()} train\n"
         assert main(["eval", str(run / "checkpoints" / "best.ckpt"), "--out", str(run / "ev")]) == 0
         assert main(["train", str(burgers_runs[0].parent / "tiny.yaml"), "--out", str(run), "--resume",
