@@ -673,6 +673,7 @@ class Predictor:
         from safetensors.torch import save
 
         directory = check_save_directory(directory, overwrite)
+        replaced = (directory / "config.json").is_file()
         state = {k: v.detach().cpu().contiguous() for k, v in self.operator.state_dict().items()}
         files = {"model.safetensors": save(state, metadata={"format": FORMAT}),
                  "config.json": json.dumps(self.artifact, indent=2).encode()}
@@ -685,7 +686,20 @@ class Predictor:
                 os.fsync(fh.fileno())
             with deferred():  # then both renamed into place, with Ctrl-C held so that it cannot fall in between
                 staged.close()
+        stale = _command_outputs(directory) if replaced else []
+        if stale:  # results of the replaced model: the user's to keep or delete
+            warnings.warn(f"{directory} keeps {', '.join(stale[:4])}{' ...' if len(stale) > 4 else ''}: the "
+                          "evaluations of the model it replaced (delete them, or run them again on the new one)",
+                          stacklevel=2)
         return directory
+
+
+def _command_outputs(directory: Path) -> list[str]:
+    """The folders ``opformer eval`` and ``opformer rollout`` wrote into ``directory`` (``eval-*`` holding
+    ``metrics.json``, ``rollout-*`` holding ``rollout.json``), sorted."""
+    return sorted(p.name for p in directory.iterdir() if p.is_dir() and (
+        (p.name.startswith("eval-") and (p / "metrics.json").is_file())
+        or (p.name.startswith("rollout-") and (p / "rollout.json").is_file())))
 
 
 def _saved_here(path: Path) -> bool:
@@ -730,6 +744,8 @@ def check_save_directory(directory: Union[str, os.PathLike], overwrite: bool = F
         names = ("config.json", "model.safetensors")
         entries = [p for p in directory.iterdir()  # a temporary file an interrupted save left is no one's
                    if not (p.name.endswith(".tmp") and p.name.startswith(tuple(f".{n}." for n in names)))]
+        outputs = set(_command_outputs(directory))  # eval/rollout results of the saved model: kept, as in a run
+        entries = [p for p in entries if p.name not in outputs]
         others = sorted(p.name for p in entries if p.name not in names or not p.is_file() or not _saved_here(p))
         if others:
             shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
