@@ -376,7 +376,7 @@ class DataConfig:
     test_path: Optional[str] = opt(None, "test data file; null: the test samples are taken from the training file")
     keys: Optional[list[str]] = opt(None, "input and target array names in the files, e.g. x,y (null: the task's)")
     resolution: Optional[int] = opt(None, "grid points per axis to train at (a stride of the stored grid); null: "
-                                          "the file's own", min=2)
+                                          "the file's own", min=0)
     n_train: Optional[int] = opt(None, "training samples, the first of the pool (null: all the pool minus "
                                        "validation)", min=1)
     n_val: Union[int, float] = opt(0.1, "validation samples: a count, or a fraction (< 1) of the pool", min=0)

@@ -146,6 +146,9 @@ class Task:
     #: whether the user's files may say where their points sit (``data.grid``, ``--grid node|cell``): the tasks on a
     #: square with walls, whose files may hold either grid; periodic problems have one kind of grid
     grid_choice: ClassVar[bool] = False
+    #: whether a ``--resolution`` stride keeps both ends of the stored grid (found - 1 = s (wanted - 1), a grid with
+    #: both walls) rather than dividing the points (found = s * wanted, periodic grids)
+    resolution_keeps_ends: ClassVar[bool] = False
     #: short model name -> build_model dict or model preset name; run presets are f"{name}-{short}"
     models: ClassVar[dict] = {}
     #: defaults of the run presets: {"data": {...}, "train": {...}} over DataConfig / TrainConfig
@@ -480,6 +483,15 @@ def ensure_files(task: Task, data: DataConfig, options, generate: bool = True) -
     if task.generator is None:
         raise ConfigError(f"task {task.name} has no default data: give a data file with --data")
     train, test = task.default_recipes(data, options)
+    if data.resolution is not None:  # refused now, not after minutes of generating the data it is no stride of
+        from ..data.datasets import stride_for
+        from ..pde.generate import make_recipe
+
+        for overrides in (train, test):
+            if overrides is not None:
+                n = make_recipe(task.generator, **overrides)["resolution"]
+                stride_for(n, data.resolution, nodes=task.resolution_keeps_ends,
+                           where=f"the default data of task {task.name}")
     files = {"train": _cached(task.generator, train, data.workers, generate),
              "test": None if test is None else _cached(task.generator, test, data.workers, generate)}
     if files["train"] is None or (test is not None and files["test"] is None):

@@ -47,7 +47,7 @@ class BurgersTask(Task):
     def load(self, data, options, files, splits=("train", "val", "test"), normalizers=None, test_all=False):
         keys, train_src, test_src, grid = open_pair(data, self.default_keys, files, 1)
         n_fine = grid[0]
-        s = stride_for(n_fine, data.resolution, nodes=False, where=train_src.describe())
+        s = stride_for(n_fine, data.resolution, nodes=self.resolution_keeps_ends, where=train_src.describe())
         idx = split_indices(data, train_src, test_src, test_all)
         x = np.asarray(train_src.coords.get("x", np.arange(n_fine) / n_fine))[::s]
 

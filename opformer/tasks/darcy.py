@@ -89,7 +89,7 @@ def open_square(task, data, files):
         raise DataError(f"{train_src.describe()}: task {task.name} needs grids of at least {MIN_SIDE} x {MIN_SIDE} "
                         f"points, found {n} x {n}")
     x, kind = stored_grid(train_src, n, data.grid)
-    s = stride_for(n, data.resolution, nodes=True, where=train_src.describe())
+    s = stride_for(n, data.resolution, nodes=task.resolution_keeps_ends, where=train_src.describe())
     if len(x[::s]) < MIN_SIDE:
         raise DataError(f"--resolution {data.resolution} leaves {len(x[::s])} points a side; task {task.name} needs "
                         f"at least {MIN_SIDE}")
@@ -145,6 +145,7 @@ class DarcyTask(Task):
     description = "Darcy flow a -> u on the unit square (paper §5.2)"
     dim = 2
     grid_choice = True  # the user's files may hold nodes or cell centres (--grid)
+    resolution_keeps_ends = True  # strides of 421 to 211, 141, 106, 85, ...: both walls' rows kept
     default_keys = ("coeff", "sol")
     generator = "darcy"
     models = {**model_table("darcy"), **SCALABLE_2D}

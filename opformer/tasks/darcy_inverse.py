@@ -36,6 +36,7 @@ class DarcyInverseTask(Task):
     description = "inverse Darcy: noisy u -> coefficient a on a coarse grid (paper §5.3)"
     dim = 2
     grid_choice = True  # the user's files may hold nodes or cell centres (--grid)
+    resolution_keeps_ends = True  # the Darcy files' strides, as the forward problem's
     default_keys = ("coeff", "sol")  # (coefficient, solution) as in the Darcy files: the input is the solution
     generator = "darcy"
     options_class = InverseOptions

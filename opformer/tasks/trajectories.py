@@ -403,7 +403,7 @@ class TrajectoryTask(Task):
             if found is not None:
                 test_times = _checked_times(test_src.describe(), found, n_times, options.time_key)
         n = shape[0]
-        s = stride_for(n, data.resolution, nodes=False, where=train_src.describe())
+        s = stride_for(n, data.resolution, nodes=self.resolution_keeps_ends, where=train_src.describe())
         if test_all:
             idx = {"test": np.arange(test_src.n_samples)}
         else:
