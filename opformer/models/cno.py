@@ -14,8 +14,10 @@ block's output gets a lead-time scale and shift (:class:`~opformer.nn.Conditiona
 Resolution rules: with ``grid_size`` the network runs on the ``grid_size x grid_size`` grid (a multiple of
 2**levels): an input on any grid is resampled there by Fourier modes and the output back to the output grid the
 same way, so the model is one operator on band-limited functions at every resolution (the CNO's claim; exact for
-inputs band-limited to the internal grid).  Without it, the input grid (any H, W >= 2) is padded at the end of
-each axis by replication to a multiple of 2**levels and cropped back.  ``out_size``: a square output grid
+inputs band-limited to the internal grid).  A grid of cell centres (i + 1/2) / n is resampled to the internal grid's
+cell centres (j + 1/2) / grid_size (:func:`cell_shift`); periodic and node grids are read as the points i / n.
+Without it, the input grid (any H, W >= 2) is padded at the end of each axis by replication to a multiple of
+2**levels and cropped back.  ``out_size``: a square output grid
 (bilinear, node grids corner to corner).
 """
 
@@ -31,7 +33,7 @@ from ..nn.activations import ACTIVATIONS
 from ..nn.alias_free import AliasFreeActivation2d, fourier_resample2d
 from ..nn.conditional import ConditionalAffine
 from ..nn.patch import crop, pad_to_multiple
-from ._grid2d import check_common, output_grid, to_output_grid
+from ._grid2d import axis_kind, check_common, output_grid, to_output_grid
 from .base import _CHANNELS_HELP, OperatorModel, _choice, _positive_int, _time_help
 
 __all__ = ["CNOConfig", "CNO"]
@@ -82,6 +84,20 @@ class CNOConfig:
             if not isinstance(self.grid_size, int) or self.grid_size % m or self.grid_size < 2 * m:
                 raise ValueError(f"grid_size must be None or a multiple of 2**levels = {m}, at least {2 * m}; "
                                  f"got {self.grid_size!r}")
+
+
+def cell_shift(coords: Tensor, size: int) -> tuple[Tensor, Tensor]:
+    """The :func:`~opformer.nn.alias_free.fourier_resample2d` shift, per axis, that takes a grid of ``coords``
+    (batch or 1, H, W, 2) to the internal ``size`` grid at the same points of the period: 1 / (2 size) - 1 / (2 n)
+    on a cell axis (centres (i + 1/2) / n to (j + 1/2) / size), 0 on any other (read as i / n, as always).  Without
+    it a cell grid was read as if its points were i / n, half a cell off, and the internal grid moved with the
+    input grid (by 1/34 - 1/32 of the period for 17 points to 16, 1/66 - 1/32 for 33)."""
+    out = []
+    for c in (coords[0, :, 0, 0], coords[0, 0, :, 1]):
+        _, cell = axis_kind(c)
+        delta = torch.full((), 0.5 / size - 0.5 / c.numel(), dtype=c.dtype, device=c.device)
+        out.append(torch.where(cell, delta, torch.zeros_like(delta)))
+    return out[0], out[1]
 
 
 class _Block(nn.Module):
@@ -143,8 +159,12 @@ class CNO(OperatorModel):
         cfg = self.config
         h, w = x.shape[1], x.shape[2]
         grid_out = output_grid(cfg, (h, w))
+        shift = None
         if cfg.grid_size is not None:
-            v = fourier_resample2d(x, cfg.grid_size)
+            g = cfg.grid_size
+            if (h, w) != (g, g):
+                shift = cell_shift(coords, g)
+            v = fourier_resample2d(x, g, shift=shift)
         else:
             v = pad_to_multiple(x, 2**cfg.levels)
         v = self.lift(v.permute(0, 3, 1, 2), lead_time)
@@ -161,5 +181,6 @@ class CNO(OperatorModel):
             v = self.dec[i](torch.cat((v, skip), dim=1), lead_time)
         y = self.project(v).permute(0, 2, 3, 1)
         if cfg.grid_size is not None:
-            return to_output_grid(fourier_resample2d(y, (h, w)), grid_out)
+            back = None if shift is None else (-shift[0], -shift[1])
+            return to_output_grid(fourier_resample2d(y, (h, w), shift=back), grid_out)
         return to_output_grid(crop(y, h, w), grid_out)

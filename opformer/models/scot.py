@@ -10,8 +10,9 @@ Resolution rules: any H x W grid with H, W >= patch_size.  The grid is padded at
 the last row/column) to a multiple of the patch, token grids that are not multiples of the window are padded and
 masked inside the attention, odd token grids get a zero token row/column before merging; everything is cropped
 back.  The model acts on the grid it is given (a finer grid means more tokens, each covering less of the domain);
-with ``grid_size`` set, the input is first resampled bilinearly to ``grid_size x grid_size`` and the output back to the output
-grid, so one trained model evaluates at any resolution.  ``out_size`` sets a square output grid (bilinear).
+with ``grid_size`` set, the input is first resampled linearly to the ``grid_size x grid_size`` grid of the input
+grid's kind (cell, periodic or node: ``_grid2d.InternalGrid``) and the output back to the output grid, so one
+trained model evaluates at any resolution.  ``out_size`` sets a square output grid (bilinear).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from ..nn.activations import ACTIVATIONS
 from ..nn.patch import POS_ENCODINGS, PatchEmbed2d, PatchExpand2d, PatchMerge2d, PatchRecover2d, crop, pad_to_multiple
 from ..nn.patch import layer_norm, patch_centres
 from ..nn.window import WindowBlock2d
-from ._grid2d import PATCH_ADVICE, check_common, check_size, patched_input, to_output_grid
+from ._grid2d import PATCH_ADVICE, check_common, check_size, from_internal, patched_input
 from .base import _CHANNELS_HELP, OperatorModel, _choice, _positive_int, _rate, _time_help
 
 __all__ = ["SCOT_SIZES", "ScOTConfig", "ScOT"]
@@ -80,8 +81,9 @@ class ScOTConfig:
         "attn_dropout": "dropout on the window attention weights",
         "pos_encoding": "absolute position encoding added to the patch tokens: none, sincos or learned",
         "galerkin": "follow every window block with a global Galerkin attention block (cost linear in the tokens)",
-        "grid_size": "side of a square grid the input is resampled to (bilinear) and the model runs on, the output "
-                     "resampled back (null: the input grid)",
+        "grid_size": "side of a square grid the input is resampled to (linearly, a grid of the input grid's kind: "
+                     "cell, periodic or node) and the model runs on, the output resampled back (null: the input "
+                     "grid)",
         "out_size": "side of a square output grid, resampled bilinearly (null: the input grid)",
         "time_conditioning": _time_help("lead-time conditioned layer norms"),
     }
@@ -165,7 +167,7 @@ class ScOT(OperatorModel):
 
     @property
     def grid_bound(self) -> bool:
-        return True  # patches and windows of grid cells
+        return self.config.grid_size is None  # patches and windows of grid cells, unless it runs on its own grid
 
     def __init__(self, config: Optional[ScOTConfig] = None, **kwargs):
         super().__init__(config, **kwargs)
@@ -184,13 +186,15 @@ class ScOT(OperatorModel):
     def _check_grid(self, grid: tuple[int, ...]) -> None:
         h, w = grid
         p = self.config.patch
+        if min(h, w) < 2:
+            raise ValueError(f"ScOT needs a grid of at least 2 x 2, got {h} x {w}")
         if self.config.grid_size is None and min(h, w) < p:
             raise ValueError(f"ScOT with patch_size {p} needs a grid of at least {p} x {p}; got {h} x {w}"
                              + PATCH_ADVICE)
 
     def _forward(self, x: Tensor, coords: Tensor, lead_time: Optional[Tensor]) -> Tensor:
         cfg = self.config
-        grid_out, x, h, w = patched_input(cfg, x, coords, cfg.patch)
+        grid_out, x, h, w, internal = patched_input(cfg, x, coords, cfg.patch)
         c = x[..., -2:]
         t = self.embed(x, c)
         pos = patch_centres(c, cfg.patch)
@@ -208,4 +212,4 @@ class ScOT(OperatorModel):
             for block in self.decoder[s]:
                 t = block(t, lead_time, pos)
         y = crop(self.recover(self.norm(t, lead_time)), h, w)
-        return to_output_grid(y, grid_out)
+        return from_internal(cfg, y, grid_out, internal)

@@ -10,7 +10,8 @@ each conv gets a lead-time scale and shift (:class:`~opformer.nn.ConditionalAffi
 Resolution rules: any H x W grid with H, W >= 2; it is padded at the end of each axis (replicating the last
 row/column) to a multiple of 2**levels and cropped back.  The convolutions act on the grid it is given (3 x 3 grid
 points, so a finer grid sees a smaller part of the domain): the model does not claim resolution transfer unless
-``grid_size`` is set, which resamples the input bilinearly to ``grid_size x grid_size`` and the output back.
+``grid_size`` is set, which resamples the input linearly to the ``grid_size x grid_size`` grid of the input
+grid's kind (``_grid2d.InternalGrid``) and the output back.
 ``out_size``: a square output grid (bilinear).
 """
 
@@ -25,7 +26,7 @@ from torch import Tensor, nn
 from ..nn.activations import ACTIVATIONS, activation
 from ..nn.conditional import ConditionalAffine
 from ..nn.patch import crop, layer_norm, pad_to_multiple
-from ._grid2d import check_common, check_size, maybe_resize, output_grid, to_output_grid
+from ._grid2d import InternalGrid, check_common, check_size, from_internal, output_grid
 from .base import _CHANNELS_HELP, OperatorModel, _choice, _positive_int, _time_help
 
 __all__ = ["UNetConfig", "UNet"]
@@ -53,8 +54,9 @@ class UNetConfig:
         "levels": "coarser levels, each a 2x2 max pooling (the grid is padded to a multiple of 2**levels)",
         "activation": "activation of the convolutions: relu, gelu or silu",
         "norm": "norm after each convolution: none (the original U-Net) or layer (over the channels of each point)",
-        "grid_size": "side of a square grid the input is resampled to (bilinear) and the network runs on, the "
-                     "output resampled back (null: the input grid)",
+        "grid_size": "side of a square grid the input is resampled to (linearly, a grid of the input grid's kind: "
+                     "cell, periodic or node) and the network runs on, the output resampled back (null: the "
+                     "input grid)",
         "out_size": "side of a square output grid, resampled bilinearly (null: the input grid)",
         "time_conditioning": _time_help("lead-time conditioned layer norms, or with norm none a lead-time scale "
                                         "and shift after each convolution"),
@@ -109,7 +111,7 @@ class UNet(OperatorModel):
 
     @property
     def grid_bound(self) -> bool:
-        return True  # 3 x 3 convolutions and pooling on grid cells
+        return self.config.grid_size is None  # 3 x 3 convolutions and pooling on grid cells, unless on its own grid
 
     def __init__(self, config: Optional[UNetConfig] = None, **kwargs):
         super().__init__(config, **kwargs)
@@ -124,13 +126,17 @@ class UNet(OperatorModel):
         self.head = nn.Linear(c[0], cfg.out_channels)
 
     def _check_grid(self, grid: tuple[int, ...]) -> None:
-        if self.config.grid_size is None and min(grid) < 2:
+        if min(grid) < 2:
             raise ValueError(f"UNet needs a grid of at least 2 x 2, got {grid[0]} x {grid[1]}")
 
     def _forward(self, x: Tensor, coords: Tensor, lead_time: Optional[Tensor]) -> Tensor:
         cfg = self.config
         grid_out = output_grid(cfg, x.shape[1:3])
-        x = maybe_resize(torch.cat((x, coords), dim=-1), cfg.grid_size)
+        internal = None
+        if cfg.grid_size is not None:  # the input read at the points of the internal grid of its grid's kind
+            internal = InternalGrid(coords, cfg.grid_size)
+            x, coords = internal.inward(x), internal.coords(coords)
+        x = torch.cat((x, coords), dim=-1)
         h, w = x.shape[1], x.shape[2]
         x = pad_to_multiple(x, 2**cfg.levels)
         feats = [self.inc(x, lead_time)]
@@ -141,4 +147,4 @@ class UNet(OperatorModel):
         for i in reversed(range(cfg.levels)):
             y = self.up[i](y.permute(0, 3, 1, 2)).permute(0, 2, 3, 1)
             y = self.dec[i](torch.cat((y, feats[i]), dim=-1), lead_time)
-        return to_output_grid(crop(self.head(y), h, w), grid_out)
+        return from_internal(cfg, crop(self.head(y), h, w), grid_out, internal)

@@ -10,8 +10,9 @@ fourier).
 Resolution rules: any H x W grid with H, W >= patch_size; it is padded at the end of each axis (replicating the
 last row/column) to a multiple of the patch and cropped back.  A finer grid gives more tokens; the "sincos"
 encoding is a function of the patch centres and "learned" is resampled bilinearly to the token grid, so the model
-runs at any resolution; with ``grid_size`` the input is resampled bilinearly to ``grid_size x grid_size`` and the
-output back, for a fixed token grid.  ``out_size``: a square output grid (bilinear).
+runs at any resolution; with ``grid_size`` the input is resampled linearly to the ``grid_size x grid_size`` grid
+of the input grid's kind (``_grid2d.InternalGrid``) and the output back, for a fixed token grid.  ``out_size``: a
+square output grid (bilinear).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from torch import Tensor, nn
 from ..nn.activations import ACTIVATIONS, activation
 from ..nn.attention import KERNELS, SimpleAttention
 from ..nn.patch import POS_ENCODINGS, PatchEmbed2d, PatchRecover2d, crop, layer_norm
-from ._grid2d import PATCH_ADVICE, check_common, check_size, patched_input, to_output_grid
+from ._grid2d import PATCH_ADVICE, check_common, check_size, from_internal, patched_input
 from .base import _CHANNELS_HELP, OperatorModel, _choice, _positive_int, _rate, _time_help
 
 __all__ = ["ViTConfig", "ViT"]
@@ -66,8 +67,9 @@ class ViTConfig:
         "pos_encoding": "position encoding added to the patch tokens: sincos (of the patch centres), learned (a "
                         "pos_grid x pos_grid table) or none",
         "pos_grid": "side of the learned position table, resampled to the token grid (pos_encoding learned only)",
-        "grid_size": "side of a square grid the input is resampled to (bilinear) and the model runs on, the output "
-                     "resampled back (null: the input grid)",
+        "grid_size": "side of a square grid the input is resampled to (linearly, a grid of the input grid's kind: "
+                     "cell, periodic or node) and the model runs on, the output resampled back (null: the input "
+                     "grid)",
         "out_size": "side of a square output grid, resampled bilinearly (null: the input grid)",
         "time_conditioning": _time_help("lead-time conditioned layer norms, and per-head norms where the kind "
                                         "has them"),
@@ -135,17 +137,19 @@ class ViT(OperatorModel):
 
     def _check_grid(self, grid: tuple[int, ...]) -> None:
         p = self.config.patch_size
+        if min(grid) < 2:
+            raise ValueError(f"ViT needs a grid of at least 2 x 2, got {grid[0]} x {grid[1]}")
         if self.config.grid_size is None and min(grid) < p:
             raise ValueError(f"ViT with patch_size {p} needs a grid of at least {p} x {p}; got {grid[0]} x {grid[1]}"
                              + PATCH_ADVICE)
 
     def _forward(self, x: Tensor, coords: Tensor, lead_time: Optional[Tensor]) -> Tensor:
         cfg = self.config
-        grid_out, x, h, w = patched_input(cfg, x, coords, cfg.patch_size)
+        grid_out, x, h, w, internal = patched_input(cfg, x, coords, cfg.patch_size)
         t = self.embed(x, x[..., -2:])
         b, hp, wp, d = t.shape
         v = t.reshape(b, hp * wp, d)
         for block in self.blocks:
             v = block(v, lead_time)
         y = self.recover(self.norm(v, lead_time).reshape(b, hp, wp, d))
-        return to_output_grid(crop(y, h, w), grid_out)
+        return from_internal(cfg, crop(y, h, w), grid_out, internal)

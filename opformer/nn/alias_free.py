@@ -31,16 +31,21 @@ def _pair(size: Union[int, Sequence[int]]) -> tuple[int, int]:
     return pair  # type: ignore[return-value]
 
 
-def fourier_resample2d(x: Tensor, size: Union[int, Sequence[int]], channels_last: bool = True) -> Tensor:
+def fourier_resample2d(x: Tensor, size: Union[int, Sequence[int]], channels_last: bool = True,
+                       shift=None) -> Tensor:
     """Band-limited (trigonometric) resampling of a periodic grid to ``size``: (batch, H, W, C) -> (batch, h, w, C)
-    (``channels_last=False``: (batch, C, H, W) -> (batch, C, h, w)).  Returns ``x`` when the size is unchanged.
+    (``channels_last=False``: (batch, C, H, W) -> (batch, C, h, w)).  Returns ``x`` when the size is unchanged and
+    there is no ``shift``.
 
     Keeps the modes |k_1| <= (min(H, h) - 1) // 2 and |k_2| <= (min(W, w) - 1) // 2; exact for functions band-limited
-    to those modes (values at the new points are the trigonometric interpolant's)."""
+    to those modes (values at the new points are the trigonometric interpolant's).  The input's point (i, j) is read
+    at (i / H, j / W) of the period [0, 1)^2; the output's point (i, j) samples the interpolant at (i / h + s_1,
+    j / w + s_2), ``shift = (s_1, s_2)`` (numbers or 0-dim tensors, in units of the period; None: no shift).  A grid
+    of cell centres (i + 1/2) / n is resampled to the cell centres of another with s = 1 / (2 h) - 1 / (2 H)."""
     h, w = _pair(size)
     y = x.permute(0, 3, 1, 2) if channels_last else x
     H, W = y.shape[-2], y.shape[-1]
-    if (H, W) == (h, w):
+    if (H, W) == (h, w) and shift is None:
         return x
     dtype = y.dtype
     spec = torch.fft.rfft2(y.float() if dtype in (torch.float16, torch.bfloat16) else y, norm="forward")
@@ -49,6 +54,12 @@ def fourier_resample2d(x: Tensor, size: Union[int, Sequence[int]], channels_last
     out[..., : kh + 1, : kw + 1] = spec[..., : kh + 1, : kw + 1]
     if kh > 0:
         out[..., h - kh :, : kw + 1] = spec[..., H - kh :, : kw + 1]
+    if shift is not None:  # the interpolant at the points moved by the shift: a phase per mode
+        real = out.real.dtype
+        k1 = torch.fft.fftfreq(h, 1.0 / h, dtype=real, device=out.device)[:, None]
+        k2 = torch.arange(w // 2 + 1, dtype=real, device=out.device)[None, :]
+        s1, s2 = (torch.as_tensor(s, dtype=real, device=out.device) for s in shift)
+        out = out * torch.polar(torch.ones_like(k1 * k2), 2 * torch.pi * (k1 * s1 + k2 * s2))
     z = torch.fft.irfft2(out, s=(h, w), norm="forward").to(dtype)
     return z.permute(0, 2, 3, 1) if channels_last else z
 
