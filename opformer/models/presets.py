@@ -130,7 +130,9 @@ MODEL_PRESETS: dict[str, dict[str, Any]] = _make_presets()
 def model_preset(name: str) -> dict[str, Any]:
     """A copy of the ``build_model`` dict of a named preset; an unknown name raises listing the known ones."""
     if name not in MODEL_PRESETS:
-        near = difflib.get_close_matches(str(name), list(MODEL_PRESETS), n=3)
+        folded = {n.lower(): n for n in MODEL_PRESETS}  # case first: "BURGERS-GT" is burgers-gt
+        near = ([folded[str(name).lower()]] if str(name).lower() in folded
+                else difflib.get_close_matches(str(name), list(MODEL_PRESETS), n=3))
         hint = f"did you mean {', '.join(repr(n) for n in near)}? " if near else ""
         raise ValueError(f"unknown model preset {name!r}; {hint}known presets: {', '.join(MODEL_PRESETS)}")
     return dict(MODEL_PRESETS[name])

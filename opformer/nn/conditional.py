@@ -18,11 +18,12 @@ __all__ = ["LeadTimeMLP", "ConditionalLayerNorm", "ConditionalAffine", "lead_tim
 
 def lead_time_column(lead_time: Tensor, batch: int, dtype, device) -> Tensor:
     """``lead_time`` as a (batch, 1) column (a scalar or a (1,) tensor is broadcast to the batch)."""
-    t = torch.as_tensor(lead_time, dtype=dtype, device=device).reshape(-1, 1)
+    given = torch.as_tensor(lead_time, dtype=dtype, device=device)
+    t = given.reshape(-1, 1)
     if t.shape[0] == 1 and batch != 1:
         t = t.expand(batch, 1)
     if t.shape[0] != batch:
-        raise ValueError(f"lead_time must have one value per sample (batch={batch}), got shape {tuple(t.shape)}")
+        raise ValueError(f"lead_time must have one value per sample (batch={batch}), got shape {tuple(given.shape)}")
     return t
 
 

@@ -59,3 +59,8 @@ def test_model_preset_returns_a_copy_and_rejects_unknown_names():
     assert MODEL_PRESETS["burgers-gt"]["d_model"] == 96
     with pytest.raises(ValueError, match=r"unknown model preset 'burgers-gt-reguler'.*'burgers-gt-regular'.*known"):
         model_preset("burgers-gt-reguler")
+
+
+def test_a_preset_name_in_other_case_gets_its_suggestion():
+    with pytest.raises(ValueError, match=r"unknown model preset 'BURGERS-GT'; did you mean 'burgers-gt'\?"):
+        model_preset("BURGERS-GT")

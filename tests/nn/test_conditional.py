@@ -109,3 +109,11 @@ def test_fourier_weights_saved_without_the_output_conditioning_load_as_the_same_
     x, pos, tau = torch.randn(2, 10, 16), torch.rand(2, 10, 2), torch.tensor([0.5, 3.0])
     with torch.no_grad():
         torch.testing.assert_close(loaded(x, pos, lead_time=tau), saved(x, pos, lead_time=tau), rtol=0, atol=0)
+
+
+def test_a_lead_time_of_the_wrong_length_is_named_in_the_shape_given():
+    """(The shape reported was the internal column's, (2, 1), for a lead_time of shape (2,).)"""
+    from opformer.nn.conditional import lead_time_column
+
+    with pytest.raises(ValueError, match=r"lead_time must have one value per sample \(batch=3\), got shape \(2,\)$"):
+        lead_time_column(torch.tensor([0.1, 0.2]), 3, torch.float32, "cpu")
