@@ -16,7 +16,21 @@ class _OneLineParser(argparse.ArgumentParser):
     usage block followed by the error; sub-command parsers inherit it."""
 
     def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message} (`{self.prog} --help` lists the options)\n")
+        self.exit(2, f"{self.prog}: error: {_with_suggestion(message)} (`{self.prog} --help` lists the options)\n")
+
+
+def _with_suggestion(message: str) -> str:
+    """argparse's "invalid choice: 'trian' (choose from 'train', ...)" with the nearest choice added (Python 3.11's
+    argparse suggests none); any other message as it is."""
+    import difflib
+    import re
+
+    m = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+    if m is None:
+        return message
+    choices = re.findall(r"'([^']*)'", m.group(2))
+    near = difflib.get_close_matches(m.group(1), choices, n=1)
+    return f"{message}; did you mean {near[0]!r}?" if near else message
 
 
 def build_parser() -> argparse.ArgumentParser:
