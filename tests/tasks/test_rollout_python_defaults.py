@@ -9,22 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-import opformer
-import opformer.tasks.artifact as artifact_module
+from .test_rollout_initial_time import _model  # an untrained model saved and loaded: frames and calls only
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
-
-
-def _model(ns_file, path, history: int):
-    from opformer.tasks.artifact import Predictor
-    from opformer.train.config import apply_overrides, load_preset
-    from opformer.train.run import prepare_run
-
-    cfg, explicit = apply_overrides(load_preset("ns-fno"), {"data.path": str(ns_file), "n_test": 2, "n_val": 2,
-                                                            "width": 4, "history": history})
-    run, _, operator, artifact, _ = prepare_run(cfg, frozenset(explicit))
-    Predictor(operator, artifact, run.task, run.options).save_pretrained(path)  # untrained: frames and calls only
-    return opformer.load(path)
 
 
 def test_a_history_model_rolls_out_without_a_mode(ns_file, tmp_path):
@@ -45,21 +32,13 @@ def test_a_model_without_history_still_defaults_to_direct(ns_file, tmp_path):
 
 
 @pytest.mark.parametrize("history", [1, 2])
-def test_u0_is_read_once_with_a_leading_zero_time(ns_file, tmp_path, monkeypatch, history):
+def test_u0_is_read_once_with_a_leading_zero_time(ns_file, tmp_path, array_checks, history):
     torch.set_num_threads(1)
     model = _model(ns_file, tmp_path / f"m{history}", history=history)
     with h5py.File(ns_file, "r") as h5:
         w = h5["w"][:2]
     u0 = w[:, 0] if history == 1 else w[:, :2]
-    seen = []
-    real = artifact_module._user_array
-
-    def counting(values, name):
-        seen.append(name)
-        return real(values, name)
-
-    monkeypatch.setattr(artifact_module, "_user_array", counting)
     y = model.rollout(u0, [0.0, 0.5, 1.0])
-    assert seen.count("u0") == 1
+    assert array_checks.count("u0") == 1
     assert y.shape == (2, 3, 16, 16)
     np.testing.assert_array_equal(y[:, 0], (u0 if history == 1 else u0[:, -1]).astype(np.float32))

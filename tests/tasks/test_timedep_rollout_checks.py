@@ -43,22 +43,14 @@ def _model(tmp_path, history: int = 1, times: np.ndarray = TIMES):
     return path
 
 
-def test_a_leading_zero_time_checks_u0_once_and_its_error_is_zero(tmp_path, monkeypatch):
-    from opformer.tasks import artifact
+def test_a_leading_zero_time_checks_u0_once_and_its_error_is_zero(tmp_path, array_checks):
     from opformer.train.rollout import rollout_file
 
     model = _model(tmp_path)
     data = tmp_path / "other.npz"
     u = _trajectories(5, seed=1)
     np.savez(data, field=u, tt=TIMES)
-    checked = []
-    real = artifact._user_array
-
-    def counting(values, name):
-        checked.append(name)
-        return real(values, name)
-
-    monkeypatch.setattr(artifact, "_user_array", counting)
+    checked = array_checks
     m = rollout_file(model, data=data, times=[0.0, 0.5, 1.5], out=tmp_path / "r")
     assert checked.count("u0") == 1
     assert m["times"] == [0.0, 0.5, 1.5]
