@@ -49,7 +49,10 @@ def axis_kind(c: Tensor) -> tuple[Tensor, Tensor]:
     are a periodic axis (c_0 = 0, c_{n-1} + h = 1) or a cell axis (c_0 = 1 - c_{n-1} in (0, h / 2]: the centres
     (i + 1/2) / n, or a stride of a cell grid); neither: a node axis.  Tensor operations only."""
     first, last, h = c[0], c[-1], c[-1] - c[-2]
-    tol = 1e-2 * h.abs()  # the kinds differ by at least h / 2 at an end
+    # the kinds differ by at least h / 2 at an end; coordinates rounded to a low precision (float16, bfloat16) are
+    # off by a few of its eps, which the tolerance then covers, up to h / 4
+    eps = torch.finfo(c.dtype).eps if c.dtype.is_floating_point else 0.0
+    tol = torch.minimum(torch.clamp(1e-2 * h.abs(), min=8 * eps), h.abs() / 4)
     periodic = (first.abs() < tol) & ((last + h - 1).abs() < tol)
     cell = ~periodic & (first > tol) & (first <= h / 2 + tol) & ((first + last - 1).abs() < tol)
     return periodic, cell

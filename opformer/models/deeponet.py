@@ -25,7 +25,7 @@ from torch import Tensor, nn
 
 from ..nn.activations import ACTIVATIONS, activation
 from ..nn.conditional import ConditionalAffine, lead_time_column
-from ._grid2d import check_common, output_points
+from ._grid2d import check_common, interp_axis, output_points
 from .base import _CHANNELS_HELP, OperatorModel, _choice, _positive_int, _time_help
 
 __all__ = ["DeepONetConfig", "DeepONet"]
@@ -79,17 +79,7 @@ def at_sensors(x: Tensor, coords: Tensor, sensors: int) -> Tensor:
     axis the end values are held (as :func:`opformer.tasks.artifact.resample_grid` does).  No step waits for the
     device (CUDA graphs can capture it)."""
     p = torch.linspace(0, 1, sensors, dtype=coords.dtype, device=coords.device)
-    for axis, c in ((1, coords[0, :, 0, 0]), (2, coords[0, 0, :, 1])):
-        n = c.numel()
-        # one point more: on a periodic axis the first value again at 1, on any other the last one a unit further
-        periodic = (c[0].abs() < 1e-9) & ((2 * c[-1] - c[-2] - 1).abs() < 1e-6)
-        c = torch.cat((c, torch.where(periodic, 1.0, c[-1] + 1).view(1)))
-        x = torch.cat((x, torch.where(periodic, x.narrow(axis, 0, 1), x.narrow(axis, n - 1, 1))), dim=axis)
-        i = (torch.searchsorted(c, p, right=True) - 1).clamp(0, n - 1)
-        w = ((p - c[i]) / (c[i + 1] - c[i])).clamp(0, 1).to(x.dtype)
-        w = w.view([sensors if a == axis else 1 for a in range(4)])
-        x = x.index_select(axis, i) * (1 - w) + x.index_select(axis, i + 1) * w
-    return x
+    return interp_axis(interp_axis(x, 1, coords[0, :, 0, 0], p), 2, coords[0, 0, :, 1], p)
 
 
 def _mlp(n_in: int, width: int, layers: int, n_out: int, act: str, last_act: bool) -> nn.Sequential:

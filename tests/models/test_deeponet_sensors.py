@@ -80,3 +80,18 @@ def test_the_sensor_values_of_a_node_grid_are_its_bilinear_resampling(model):
     x = torch.as_tensor(np.random.default_rng(0).standard_normal((2, 13, 21, 1)))
     c = torch.as_tensor(grid_coords("node", (13, 21)))[None]
     torch.testing.assert_close(branch_input(model, x, c), resize2d(x, SENSORS), rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_a_periodic_grid_wraps_in_low_precision_too(dtype):
+    """The sensor at 1 of a periodic axis is the value at 0 (the grid wraps around), also when the coordinates j/24
+    are rounded to float16 or bfloat16 (an absolute tolerance of 1e-6 took such an axis for a node axis and held its
+    last value there)."""
+    from opformer.models.deeponet import at_sensors
+
+    n = 24
+    j = torch.arange(n, dtype=torch.float64) / n
+    coords = torch.stack(torch.meshgrid(j, j, indexing="ij"), dim=-1)[None].to(dtype)
+    x = torch.arange(n, dtype=torch.float64).view(1, n, 1, 1).expand(1, n, n, 1).to(dtype)
+    y = at_sensors(x, coords, 5)
+    assert float(y[0, -1, 0, 0]) == float(x[0, 0, 0, 0])  # the sensor at x = 1 is x = 0's value
