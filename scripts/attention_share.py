@@ -57,9 +57,18 @@ def main(argv=None) -> int:
     p.add_argument("runs", nargs="+", type=Path, help="run directories (opformer train --out)")
     p.add_argument("--samples", type=int, default=4, help="test samples to average over")
     a = p.parse_args(argv)
+    if a.samples < 1:
+        p.error("--samples must be at least 1")
     torch.set_num_threads(1)
+    from opformer.pde.errors import DataError
+    from opformer.tasks.artifact import LoadError
+
     for run in a.runs:
-        rows = shares(run, a.samples)
+        try:
+            rows = shares(run, a.samples)
+        except (LoadError, DataError) as exc:  # not a training's run directory or checkpoint; its data gone
+            print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
+            return 2
         print(f"{run}: share / varying per layer  " + "  ".join(f"{s:.2f}/{v:.2f}" for s, v in rows))
     return 0
 

@@ -46,12 +46,15 @@ def patch(norms: set[str] | None, out_proj_gain: float) -> None:
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if "--" not in argv and any(a in ("-h", "--help") for a in argv):
+        argv = [*argv, "--"]  # the help below, not the usage error
     if "--" not in argv:
         print("usage: attn_norm_ablation.py [--norms q|k|q,k] [--out-proj-gain G] -- train PRESET [flags]",
               file=sys.stderr)
         return 2
     cut = argv.index("--")
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                usage="%(prog)s [--norms q|k|q,k] [--out-proj-gain G] -- train PRESET [flags]")
     p.add_argument("--norms", default=None, help="the per-head norms the fourier kind keeps: q, k or q,k")
     p.add_argument("--out-proj-gain", type=float, default=1.0,
                    help="multiply the output projection's initial weights by this where Q is layer-normed")

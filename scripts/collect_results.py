@@ -22,23 +22,60 @@ import sys
 from pathlib import Path
 
 
-def rows(roots):
+class ResultsError(Exception):
+    """A one-line error for the command line (a missing directory, an unreadable metrics.json)."""
+
+
+def _load_metrics(path: Path) -> dict:
+    try:
+        m = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ResultsError(f"{path}: not a readable metrics.json ({str(exc).splitlines()[0]})") from None
+    if not isinstance(m, dict):
+        raise ResultsError(f"{path}: not a readable metrics.json (a JSON object is expected)")
+    return m
+
+
+def rows(roots, unfinished: list | None = None):
     """(run directory, metrics) of every training run under the roots, following links to directories (a group of
-    runs may be a directory of links to them)."""
+    runs may be a directory of links to them).  A root that is not a directory, a metrics.json that is not JSON, or
+    a training record without a numeric test error raise ResultsError.  Run directories without a metrics.json (an
+    interrupted or unfinished training: logs or checkpoints but no metrics) are appended to ``unfinished``."""
     for root in roots:
-        found = [Path(d) / "metrics.json" for d, _, files in os.walk(root, followlinks=True) if "metrics.json" in files]
+        if not Path(root).is_dir():
+            raise ResultsError(f"{root} is not a directory")
+        found = []
+        for d, dirs, files in os.walk(root, followlinks=True):
+            if "metrics.json" in files:
+                found.append(Path(d) / "metrics.json")
+            elif unfinished is not None and ("checkpoints" in dirs or "logs" in dirs):
+                unfinished.append(Path(d))
         for path in sorted(found):
-            m = json.loads(path.read_text())
+            m = _load_metrics(path)
             if "test_rel_l2" not in m or "epochs" not in m:
                 continue  # an evaluation record, not a training run
+            if not isinstance(m["test_rel_l2"], (int, float)) or isinstance(m["test_rel_l2"], bool):
+                raise ResultsError(f"{path}: test_rel_l2 is {m['test_rel_l2']!r}, not a number")
             yield path.parent, m
+
+
+def _collected(roots) -> list:
+    """Every training run under ``roots`` (see ``rows``); none at all, or an unfinished run, is said on stderr."""
+    unfinished: list[Path] = []
+    found = list(rows(roots, unfinished))
+    if unfinished:
+        print(f"note: {len(unfinished)} run director{'y' if len(unfinished) == 1 else 'ies'} without metrics.json "
+              f"(unfinished or interrupted) left out: {', '.join(str(u) for u in unfinished)}", file=sys.stderr)
+    if not found:
+        raise ResultsError(f"no training run (metrics.json with a test error) under {', '.join(map(str, roots))}")
+    return found
 
 
 def spread(roots, by_name: bool = False) -> int:
     """One row per run name (a run NAME-seedS counts as NAME): the test error's mean, sample std and every value.
     ``by_name``: runs of the same directory name under different roots (one root per seed) are one group."""
     groups: dict[str, list[tuple[str, float]]] = {}
-    for run, m in rows(roots):
+    for run, m in _collected(roots):
         name = re.sub(r"-seed\d+$", "", run.name if by_name else str(run))
         groups.setdefault(name, []).append((str(m.get("seed")), m["test_rel_l2"]))
     print("| runs | seeds | test rel. L2 mean | std | values |")
@@ -79,34 +116,64 @@ def compare(root_a: str, root_b: str) -> int:
 
 
 def main(argv=None) -> int:
+    try:
+        return _main(argv)
+    except ResultsError as exc:
+        sys.stdout.flush()
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _main(argv=None) -> int:
     roots = (argv if argv is not None else sys.argv[1:]) or ["runs"]
-    if roots[0] in ("-h", "--help"):
+    if any(r in ("-h", "--help") for r in roots):
         print(__doc__)
         return 0
     unknown = [r for r in roots if r.startswith("-") and r not in ("--compare", "--spread", "--by-name")]
     if unknown:
         print(f"error: unknown option {unknown[0]} (--help shows the usage)", file=sys.stderr)
         return 2
-    if roots and roots[0] == "--compare":
-        if len(roots) != 3:
+    flags = {r for r in roots if r.startswith("-")}  # the options in any order, before or after the directories
+    roots = [r for r in roots if not r.startswith("-")]
+    if "--compare" in flags:
+        if len(roots) != 2 or flags - {"--compare"}:
             print("error: --compare takes two directories: --compare A B", file=sys.stderr)
             return 2
-        return compare(roots[1], roots[2])
-    if roots and roots[0] == "--spread":
-        by_name = roots[1:2] == ["--by-name"]
-        return spread(roots[1 + by_name:] or ["runs"], by_name)
+        return compare(roots[0], roots[1])
+    if "--by-name" in flags and "--spread" not in flags:
+        print("error: --by-name goes with --spread: --spread --by-name DIR...", file=sys.stderr)
+        return 2
+    if "--spread" in flags:
+        return spread(roots or ["runs"], "--by-name" in flags)
+    roots = roots or ["runs"]
+    lines = []
+    for run, m in _collected(roots):
+        lines.append(f"| {run} | {m.get('preset', '-')} | {_noise(run)} | {m['test_rel_l2']:.4e} | "
+                     f"{_num(m.get('val_rel_l2'), '.4e')} | {m.get('best_epoch')} / {m['epochs']} | "
+                     f"{_num(m.get('seconds'), '.0f')} | {_num(m.get('parameters'), ',')} |")
     print("| run | preset | noise | test rel. L2 | val rel. L2 | best epoch / epochs | wall [s] | parameters |")
     print("|---|---|---|---|---|---|---|---|")
-    for run, m in rows(roots):
-        cfg = run / "config.yaml"
-        noise = ""
-        if cfg.exists():
-            import yaml
-
-            noise = str(yaml.safe_load(cfg.read_text()).get("task_options", {}).get("noise", ""))
-        print(f"| {run} | {m['preset']} | {noise} | {m['test_rel_l2']:.4e} | {m['val_rel_l2']:.4e} | "
-              f"{m.get('best_epoch')} / {m['epochs']} | {m['seconds']:.0f} | {m['parameters']:,} |")
+    print("\n".join(lines))
     return 0
+
+
+def _num(value, spec: str) -> str:
+    """``value`` formatted with ``spec``, or "-" where the record lacks it (an older or partial metrics.json)."""
+    return format(value, spec) if isinstance(value, (int, float)) and not isinstance(value, bool) else "-"
+
+
+def _noise(run: Path) -> str:
+    cfg = run / "config.yaml"
+    if not cfg.exists():
+        return ""
+    import yaml
+
+    try:
+        data = yaml.safe_load(cfg.read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ResultsError(f"{cfg}: not a readable config ({str(exc).splitlines()[0]})") from None
+    options = data.get("task_options") if isinstance(data, dict) else None
+    return str(options.get("noise", "")) if isinstance(options, dict) else ""
 
 
 if __name__ == "__main__":

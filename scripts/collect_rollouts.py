@@ -8,7 +8,44 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
+
+
+class RolloutsError(Exception):
+    """A one-line error for the command line."""
+
+
+def _read(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise RolloutsError(f"{path}: not readable JSON ({str(exc).splitlines()[0]})") from None
+    if not isinstance(data, dict):
+        raise RolloutsError(f"{path}: a JSON object is expected")
+    return data
+
+
+def _records(root: Path) -> list[tuple[Path, dict, dict]]:
+    """(run directory, rollout record, training metrics or {}) of every ``RUN/rollout-*/rollout.json`` under
+    ``root``, each checked for the fields the table and the figure read."""
+    if not root.is_dir():
+        raise RolloutsError(f"{root} is not a directory")
+    out = []
+    for r in sorted(root.glob("*/rollout-*/rollout.json")):
+        m = _read(r)
+        missing = [k for k in ("mode", "times", "rel_l2", "mean_rel_l2_in_horizon", "mean_rel_l2_beyond_horizon")
+                   if k not in m]
+        if missing:
+            raise RolloutsError(f"{r}: not an `opformer rollout` record (no {', '.join(missing)})")
+        if not isinstance(m["rel_l2"], list) or not isinstance(m["times"], list) or len(m["rel_l2"]) != len(m["times"]):
+            raise RolloutsError(f"{r}: times and rel_l2 are not lists of one length")
+        run = r.parent.parent
+        tm = _read(run / "metrics.json") if (run / "metrics.json").exists() else {}
+        out.append((run, m, tm))
+    if not out:
+        raise RolloutsError(f"no rollout under {root} (RUN/rollout-MODE/rollout.json, written by `opformer rollout`)")
+    return out
 
 
 def main(argv=None) -> int:
@@ -16,21 +53,23 @@ def main(argv=None) -> int:
     p.add_argument("root", nargs="?", default="runs/ns")
     p.add_argument("--plot", metavar="PNG", help="write the error-against-time figure here")
     args = p.parse_args(argv)
-    root = Path(args.root)
+    try:
+        found = _records(Path(args.root))
+    except RolloutsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     records = []
     print("| run | rollout | error at T | mean over t <= horizon | mean beyond horizon (OOD) | train s | parameters |")
     print("|---|---|---|---|---|---|---|")
-    for r in sorted(root.glob("*/rollout-*/rollout.json")):
-        m = json.loads(r.read_text())
-        run = r.parent.parent
-        tm = json.loads((run / "metrics.json").read_text()) if (run / "metrics.json").exists() else {}
+    for run, m, tm in found:
         records.append((run.name, m))
         known = [e for e in m["rel_l2"] if e is not None]
         fmt = lambda v: "-" if v is None else f"{v:.3e}"  # noqa: E731
         print(f"| {run.name} | {m['mode']} | {fmt(known[-1] if known else None)} | {fmt(m['mean_rel_l2_in_horizon'])} "
               f"| {fmt(m['mean_rel_l2_beyond_horizon'])} | {tm.get('seconds', '-')} | {tm.get('parameters', '-')} |")
-    if args.plot and records:
+    if args.plot:
         _plot(Path(args.plot), records)
+        print(f"wrote {args.plot}")
     return 0
 
 
@@ -58,8 +97,11 @@ def _plot(path: Path, records) -> None:
     axes[0][0].set_ylabel("test relative L2")
     axes[0][-1].legend(fontsize=7, ncol=2)
     fig.tight_layout()
+    from opformer.atomic import replacing
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
+    with replacing(path, "wb") as fh:  # a stopped or failed write leaves the figure that was there
+        fig.savefig(fh, format="png", dpi=100)
     plt.close(fig)
 
 

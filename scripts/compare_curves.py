@@ -40,12 +40,23 @@ def main(argv=None) -> int:
         if not (run / "logs" / "metrics.csv").is_file():
             print(f"error: {run} has no logs/metrics.csv (not an `opformer train --out` directory?)", file=sys.stderr)
             return 2
-        series = read_run_history(run / "logs").get(a.metric)  # a resumed run's earlier parts too
+        try:
+            series = read_run_history(run / "logs").get(a.metric)  # a resumed run's earlier parts too
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            print(f"error: {run / 'logs'}: a metrics CSV is not readable ({str(exc).splitlines()[0]})", file=sys.stderr)
+            return 2
         if not series:
             print(f"error: {run / 'logs'} has no column {a.metric!r}", file=sys.stderr)
             return 2
         metrics_path = run / "metrics.json"
-        info = json.loads(metrics_path.read_text()) if metrics_path.is_file() else {}
+        try:
+            info = json.loads(metrics_path.read_text()) if metrics_path.is_file() else {}
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            print(f"error: {metrics_path}: not a readable metrics.json ({str(exc).splitlines()[0]})", file=sys.stderr)
+            return 2
+        if not isinstance(info, dict):
+            print(f"error: {metrics_path}: not a readable metrics.json (a JSON object is expected)", file=sys.stderr)
+            return 2
         test = info.get("test_rel_l2")
         minutes_per_epoch = None
         if a.x == "time":

@@ -34,6 +34,16 @@
 # The inverse rows name --norm-scheme and --adam-beta2 where they ran with settings that are no longer the CPU
 # presets' defaults (post-LN and Adam beta2 0.98 since docs/results.md, Table 3), so each row keeps its meaning.
 set -euo pipefail
+if [ -n "${RUNS:-}" ]; then  # a misspelt name would otherwise run nothing and end without a word
+  known=" $(sed -n 's/^\(run\|ref\)  *\([^ ]*\) .*/\2/p' "$0" | tr '\n' ' ')"
+  for name in $RUNS; do
+    case "$known" in
+      *" $name "*) ;;
+      *) echo "darcy85.sh: error: RUNS: no run named '$name' (the names are the first word of the run/ref lines" \
+              "of scripts/darcy85.sh)" >&2; exit 2 ;;
+    esac
+  done
+fi
 opformer data prepare darcy-gt
 OUT=${OUT:-runs/d85}
 D64=(--d-model 64 --dim-feedforward 128)

@@ -9,6 +9,7 @@
 # task turns it off up to 48 a side since these rows were measured); the FT row pins the paper's peak lr 5e-4, 30 %
 # warm-up and 1/sqrt(d) on the scores (the task's Fourier-type defaults up to 85 a side are 1e-3, 15 % and none now).
 #   DATA=d33.h5 TEST=d33_test.h5 bash scripts/darcy_ablations.sh     # then: python scripts/collect_results.py runs/ablations
+# A run that fails is named on stderr and the others go on; the script then ends with status 1, naming them all.
 set -euo pipefail
 DATA=${DATA:-data/d33b.h5}
 TEST=${TEST:-data/d33_test.h5}
@@ -18,6 +19,11 @@ COMMON=(--data "$DATA" --test-data "$TEST" --n-train 256 --n-val 50 --epochs 20 
         --no-progress --threads "$OMP_NUM_THREADS" --overwrite
         --lr-scale "")  # one rate for all parameters, as these rows were measured (docs/results.md)
 WITH_DROPOUT=(--dropout 0.05 --downscaler-dropout 0.05)  # the attention rows: the preset's dropout, as measured
+for f in "$DATA" "$TEST"; do  # said once here, not by each of the eleven runs in turn
+  [ -f "$f" ] || { echo "darcy_ablations.sh: error: $f: no such file (DATA and TEST name the 33^2 files; the header" \
+                        "says how to make them)" >&2; exit 2; }
+done
+FAILED=()
 while IFS='|' read -r name preset flags; do
   name=$(echo $name); preset=$(echo $preset); [ -z "$name" ] && continue
   [ -f "$OUT/$name/metrics.json" ] && continue
@@ -26,7 +32,10 @@ while IFS='|' read -r name preset flags; do
   # grid up to 33 a side, so they pin it
   case "$preset $flags" in darcy-[gf]t*--coarse-size*) ;; darcy-[gf]t*) drop+=(--coarse-size 11) ;; esac
   # shellcheck disable=SC2086
-  opformer train "$preset" "${COMMON[@]}" "${drop[@]}" $flags --out "$OUT/$name" || echo "run $name failed"
+  opformer train "$preset" "${COMMON[@]}" "${drop[@]}" $flags --out "$OUT/$name" </dev/null || {
+    echo "darcy_ablations.sh: run $name failed (its message is above); going on with the others" >&2
+    FAILED+=("$name")
+  }
 done <<'RUNS'
 gt-default          | darcy-gt         | --d-model 128 --dim-feedforward 256
 gt-coarse17         | darcy-gt         | --coarse-size 17 --d-model 128 --dim-feedforward 256
@@ -40,3 +49,7 @@ gt-default-seed3    | darcy-gt         | --seed 3 --d-model 128 --dim-feedforwar
 fno-default-seed2   | darcy-fno        | --seed 2
 fno-default-seed3   | darcy-fno        | --seed 3
 RUNS
+if [ ${#FAILED[@]} -gt 0 ]; then  # the table would lack these rows: say so, and end with an error
+  echo "darcy_ablations.sh: error: ${#FAILED[@]} run(s) failed: ${FAILED[*]} (rerun to redo only those)" >&2
+  exit 1
+fi

@@ -182,6 +182,7 @@ def main(argv: list[str]) -> int:
         parser.error("--masks must be at least 1")
     torch.set_num_threads(max(1, args.threads))
     import opformer
+    from opformer.pde.errors import DataError
     from opformer.tasks.artifact import LoadError
 
     try:
@@ -203,7 +204,10 @@ def main(argv: list[str]) -> int:
             found = groups(model)
             if not found:
                 raise GapError("this model has no active dropout (every nn.Dropout has p = 0): nothing to compare")
-            x, coords, y = _data(predictor, args.split, args.samples)
+            try:
+                x, coords, y = _data(predictor, args.split, args.samples)
+            except DataError as exc:  # the run's data file moved or deleted, or not the file the run was trained on
+                raise GapError(f"the run's data: {str(exc).splitlines()[0]}") from None
     except GapError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

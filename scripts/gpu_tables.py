@@ -329,7 +329,11 @@ def start(args) -> None:
 def status(_args=None) -> None:
     if not STATE.exists():
         sys.exit(f"nothing started: {STATE} does not exist")
-    st = json.loads(STATE.read_text())
+    try:
+        st = json.loads(STATE.read_text())
+        st["started"], st["deadline"], st["runs"].items  # noqa: B018 - the fields read below
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        sys.exit(f"{STATE}: not a readable state file ({type(exc).__name__}: {exc})")
     now = time.time()
     print(f"elapsed {(now - st['started']) / 60:.1f} min, deadline in {(st['deadline'] - now) / 60:.1f} min"
           + ("  (supervisor finished)" if st.get("finished") else ""))
@@ -350,6 +354,9 @@ def status(_args=None) -> None:
 def collect(args) -> None:
     """Small files only: per run its metrics, config, logs and plots, and the model as config.json +
     model.safetensors (weights only); packed into at most ``--max-files`` tarballs under ``--max-mb`` each."""
+    if not ROOT.is_dir():
+        sys.exit(f"nothing to collect: {ROOT} does not exist here (collect reads the runs of `start`, run from the "
+                 "same directory)")
     import opformer
 
     out = Path(args.dir)
@@ -382,9 +389,16 @@ def collect(args) -> None:
         packs[-1].append((f, arc))
         size += s
     for i, pack in enumerate(packs[: args.max_files]):
-        with tarfile.open(out / f"gpu-runs-{i}.tar.gz", "w:gz") as tf:
-            for f, arc in pack:
-                tf.add(f, arcname=arc)
+        dest = out / f"gpu-runs-{i}.tar.gz"
+        partial = out / f".{dest.name}.partial"  # renamed once complete: a failed write leaves no cut tarball
+        try:
+            with tarfile.open(partial, "w:gz") as tf:
+                for f, arc in pack:
+                    tf.add(f, arcname=arc)
+            os.replace(partial, dest)
+        except OSError as exc:
+            partial.unlink(missing_ok=True)
+            sys.exit(f"collect: writing {dest} failed ({exc}); the tarballs written before it are complete")
     if len(packs) > args.max_files:
         print(f"{len(packs) - args.max_files} pack(s) left out (over --max-files)")
     n_parts = 0

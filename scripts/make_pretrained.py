@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
+import re
 import shutil
 import sys
 import tempfile
@@ -25,6 +27,7 @@ from pathlib import Path
 import h5py
 
 from opformer import load
+from opformer.tasks.artifact import LoadError
 from opformer.tasks.pretrained import PRETRAINED_DIR, check_samples, mean_rel_l2
 
 
@@ -36,6 +39,40 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
+
+
+class InputError(Exception):
+    """A one-line error about the command line's inputs."""
+
+
+def _inputs(a) -> tuple[Path, dict, dict]:
+    """The run's best checkpoint, its metrics and the check file's recipe, each checked before anything is made."""
+    if a.stride < 1 or a.start < 0 or a.stop <= a.start:
+        raise InputError(f"--start {a.start} --stop {a.stop} --stride {a.stride}: need 0 <= start < stop, stride >= 1")
+    if not a.run_dir.is_dir():
+        raise InputError(f"RUN_DIR {a.run_dir}: no such directory")
+    ckpt = a.run_dir / "checkpoints" / "best.ckpt"
+    metrics_path = a.run_dir / "metrics.json"
+    if not ckpt.is_file() or not metrics_path.is_file():
+        raise InputError(f"RUN_DIR {a.run_dir}: no checkpoints/best.ckpt and metrics.json (an `opformer train --out` "
+                         "directory of a finished run is expected; an interrupted run has no metrics.json)")
+    try:
+        metrics = json.loads(metrics_path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise InputError(f"{metrics_path}: not a readable metrics.json ({str(exc).splitlines()[0]})") from None
+    if not isinstance(metrics, dict):
+        raise InputError(f"{metrics_path}: not a readable metrics.json (a JSON object is expected)")
+    if not a.check_file.is_file():
+        raise InputError(f"--check-file {a.check_file}: no such file")
+    try:
+        with h5py.File(a.check_file, "r") as f:
+            recipe = json.loads(f.attrs["recipe"])
+    except KeyError:
+        raise InputError(f"--check-file {a.check_file}: no recipe in it (not a file made by `opformer data`)") from None
+    except (OSError, ValueError, TypeError) as exc:
+        raise InputError(f"--check-file {a.check_file}: not a readable HDF5 file with a recipe "
+                         f"({str(exc).splitlines()[0]})") from None
+    return ckpt, metrics, recipe
 
 
 def main(argv=None) -> int:
@@ -56,16 +93,25 @@ def main(argv=None) -> int:
     p.add_argument("--replace", action="store_true",
                    help="replace a bundled model of that name (opformer/pretrained/NAME), else refused")
     a = p.parse_args(argv)
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", a.name):  # a folder of its own under opformer/pretrained
+        print(f"make_pretrained: error: NAME {a.name!r}: letters, digits, '.', '_' and '-' only, starting with a "
+              "letter or digit (it names a folder under opformer/pretrained)", file=sys.stderr)
+        return 2
     if (PRETRAINED_DIR / a.name).exists() and not a.replace:
         print(f"make_pretrained: error: {PRETRAINED_DIR / a.name} exists (a bundled model of that name); pass "
               "--replace to replace it, or choose another name", file=sys.stderr)
         return 2
 
-    ckpt = a.run_dir / "checkpoints" / "best.ckpt"
-    metrics = json.loads((a.run_dir / "metrics.json").read_text())
-    with h5py.File(a.check_file, "r") as f:
-        recipe = json.loads(f.attrs["recipe"])
-    model = load(ckpt)
+    try:
+        ckpt, metrics, recipe = _inputs(a)
+    except InputError as exc:
+        print(f"make_pretrained: error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        model = load(ckpt)
+    except (LoadError, RuntimeError) as exc:  # not an opformer checkpoint, or weights that do not fit its model
+        print(f"make_pretrained: error: {ckpt}: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return 2
     keys = a.keys.split(",") if a.keys else list(model.artifact["keys"])
     check = {"recipe": recipe, "start": a.start, "stop": a.stop, "stride": a.stride, "keys": keys}
     with tempfile.TemporaryDirectory(prefix="opformer-bundle-") as tmp:
@@ -96,9 +142,17 @@ def main(argv=None) -> int:
         }
         (staged / "card.json").write_text(json.dumps(card, indent=2) + "\n")
         dest = PRETRAINED_DIR / a.name
+        # copied beside the destination first, then swapped in: a failed copy leaves the bundled model that was there
+        partial, old = dest.with_name(f".{a.name}.partial"), dest.with_name(f".{a.name}.old")
+        for leftover in (partial, old):
+            if leftover.exists():
+                shutil.rmtree(leftover)
+        shutil.copytree(staged, partial)
         if dest.exists():
-            shutil.rmtree(dest)
-        shutil.copytree(staged, dest)
+            os.replace(dest, old)
+        os.replace(partial, dest)
+        if old.exists():
+            shutil.rmtree(old)
     size = sum(f.stat().st_size for f in dest.iterdir()) / 2**20
     print(f"wrote {dest} ({size:.1f} MiB)")
     return 0

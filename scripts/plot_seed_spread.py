@@ -28,10 +28,20 @@ def load_groups(specs: list[str]) -> dict[str, dict[str, list[float]]]:
         if not eq or not pattern:
             raise SystemExit(f"plot_seed_spread: {spec!r} is not LABEL=GLOB")
         values = []
+        for part in pattern.split("|"):  # one of several alternatives that matches nothing is likely a typo
+            if not glob.glob(part):
+                print(f"plot_seed_spread: note: {part!r} (group {label!r}) matches nothing", file=sys.stderr)
         for run in sorted({r for part in pattern.split("|") for r in glob.glob(part)}):
             path = Path(run) / "metrics.json"
             if path.is_file():
-                values.append(json.loads(path.read_text())["test_rel_l2"])
+                try:
+                    value = json.loads(path.read_text()).get("test_rel_l2")
+                except (OSError, UnicodeDecodeError, ValueError, AttributeError) as exc:
+                    raise SystemExit(f"plot_seed_spread: {path}: not a readable metrics.json "
+                                     f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from None
+                if not isinstance(value, (int, float)) or isinstance(value, bool):
+                    raise SystemExit(f"plot_seed_spread: {path} has no test_rel_l2 (not a finished training run?)")
+                values.append(value)
         if not values:
             raise SystemExit(f"plot_seed_spread: no finished run matches {pattern!r}")
         panel, comma, name = label.rpartition(",")

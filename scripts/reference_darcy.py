@@ -37,6 +37,29 @@ from opformer.tasks.base import Operator
 SCALE_FACTORS = {(85, 29): 0.59, (141, 43): 0.555, (211, 61): 0.54, (141, 71): 0.71}
 
 
+def reference_config(n_fine: int, n_coarse: int) -> dict:
+    """The reference ``FourierTransformer2D`` config of its Darcy example for the fine grid ``n_fine`` and the attention
+    grid ``n_coarse`` (one of SCALE_FACTORS)."""
+    f = SCALE_FACTORS[(n_fine, n_coarse)]
+    mid = round(n_fine * f) - 1
+    return dict(
+        node_feats=1, pos_dim=2, n_targets=1, n_hidden=128, num_feat_layers=0, num_encoder_layers=6, n_head=4,
+        dim_feedforward=256, attention_type="galerkin", feat_extract_type=None, xavier_init=1e-2,
+        diagonal_weight=1e-2, symmetric_init=False, layer_norm=False, attn_norm=True, batch_norm=False,
+        return_attn_weight=False, return_latent=False, decoder_type="ifft2", freq_dim=32,
+        num_regressor_layers=2, fourier_modes=12, spacial_dim=2, spacial_fc=True, last_activation=True,
+        dropout=0.0, encoder_dropout=0.05, ffn_dropout=0.1, decoder_dropout=0.0, downscaler_dropout=0.05,
+        upscaler_dropout=0.0, downsample_mode="interp", upsample_mode="interp", downscaler_activation="relu",
+        upscaler_activation="silu", regressor_activation="silu", norm_eps=1e-7, normalizer=None,
+        boundary_condition=None, downscaler_size=(f, f), upscaler_size=((mid, mid), (n_fine, n_fine)),
+        residual_type="add", norm_type="layer", debug=False,
+    )
+
+
+#: the keys ``--reference KEY=VALUE`` may change (checked before the data are made or loaded)
+CONFIG_KEYS = frozenset(reference_config(*next(iter(SCALE_FACTORS))))
+
+
 class ReferenceDarcy(ReferenceNetwork):
     """The reference ``FourierTransformer2D`` behind opformer's model interface: ``(x, coords) -> y`` with x the
     standardized coefficient (batch, n, n, 1) and coords the fine grid (batch or 1, n, n, 2); y is standardized
@@ -46,20 +69,7 @@ class ReferenceDarcy(ReferenceNetwork):
         super().__init__(bug)
         if (n_fine, n_coarse) not in SCALE_FACTORS:
             raise ValueError(f"fine/attention grid {n_fine}/{n_coarse} not one of {sorted(SCALE_FACTORS)}")
-        f = SCALE_FACTORS[(n_fine, n_coarse)]
-        mid = round(n_fine * f) - 1
-        cfg = dict(
-            node_feats=1, pos_dim=2, n_targets=1, n_hidden=128, num_feat_layers=0, num_encoder_layers=6, n_head=4,
-            dim_feedforward=256, attention_type="galerkin", feat_extract_type=None, xavier_init=1e-2,
-            diagonal_weight=1e-2, symmetric_init=False, layer_norm=False, attn_norm=True, batch_norm=False,
-            return_attn_weight=False, return_latent=False, decoder_type="ifft2", freq_dim=32,
-            num_regressor_layers=2, fourier_modes=12, spacial_dim=2, spacial_fc=True, last_activation=True,
-            dropout=0.0, encoder_dropout=0.05, ffn_dropout=0.1, decoder_dropout=0.0, downscaler_dropout=0.05,
-            upscaler_dropout=0.0, downsample_mode="interp", upsample_mode="interp", downscaler_activation="relu",
-            upscaler_activation="silu", regressor_activation="silu", norm_eps=1e-7, normalizer=None,
-            boundary_condition=None, downscaler_size=(f, f), upscaler_size=((mid, mid), (n_fine, n_fine)),
-            residual_type="add", norm_type="layer", debug=False,
-        )
+        cfg = reference_config(n_fine, n_coarse)
         unknown = sorted(set(overrides) - set(cfg))
         if unknown:
             raise ValueError(f"--reference: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(cfg))}")
@@ -87,6 +97,9 @@ def main(argv: list[str]) -> int:
             parser.error(f"--reference takes KEY=VALUE, got {item!r}")
         key, text = item.split("=", 1)
         overrides[key] = yaml.safe_load(text)
+    unknown = sorted(set(overrides) - CONFIG_KEYS)  # said now, not after the data set has been generated
+    if unknown:
+        parser.error(f"--reference: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(CONFIG_KEYS))}")
     bug = args.attn_dropout_bug
 
     def build_operator(model_cfg, normalizers, options):

@@ -3,6 +3,10 @@
 # CPU-reduced by default (300 trajectories at 256 points, 10 snapshots on [0, 1], 15 epochs of equal step counts);
 # FULL=1 uses the preset's data (1200 trajectories, 20 snapshots) and 50 epochs.
 set -euo pipefail
+case ${FULL:-0} in  # anything else (FULL=yes) would quietly run the reduced setting
+  0|1) ;;
+  *) echo "reproduce_burgers_traj.sh: error: FULL=$FULL: expected 1 (the full setting) or 0" >&2; exit 2 ;;
+esac
 OUT=${OUT:-runs/burgers-traj}
 mkdir -p "$OUT"
 if [ "${FULL:-0}" = 1 ]; then
@@ -21,4 +25,4 @@ for pairs in one-at-a-time all2all; do
         --out "$OUT/gt-$pairs/rollout-$mode"
   done
 done
-python scripts/collect_rollouts.py "$OUT"
+python "$(dirname "$0")/collect_rollouts.py" "$OUT"  # the script beside this one, from any directory

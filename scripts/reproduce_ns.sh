@@ -6,6 +6,10 @@
 #             the all2all epochs capped at the one-at-a-time epoch's number of steps (same optimizer budget).
 set -euo pipefail
 MODE=${MODE:-gpu}
+case $MODE in  # a misspelt MODE (CPU, cpu-reduced) would run the full GPU setting after making its data
+  cpu|gpu) ;;
+  *) echo "reproduce_ns.sh: error: MODE=$MODE: expected cpu or gpu" >&2; exit 2 ;;
+esac
 OUT=${OUT:-runs/ns}
 mkdir -p "$OUT"
 if [ "$MODE" = cpu ]; then
@@ -40,4 +44,4 @@ H=$([ "$MODE" = cpu ] && echo 4 || echo 10)
 opformer train ns-fno "${COMMON[@]}" "${EXTRA[@]}" --history "$H" --out "$OUT/fno-history$H"
 opformer rollout "$OUT/fno-history$H/checkpoints/best.ckpt" --data "$DATA" --mode autoregressive \
     --out "$OUT/fno-history$H/rollout-autoregressive"
-python scripts/collect_rollouts.py "$OUT"
+python "$(dirname "$0")/collect_rollouts.py" "$OUT"  # the script beside this one, from any directory

@@ -18,14 +18,30 @@ EPOCHS=${EPOCHS:-100}
 MODELS=${MODELS:-gt ft fno}
 if [ -z "${OUT:-}" ]; then OUT=runs/table2a; [ "$EPOCHS" != 100 ] && OUT=runs/table2a-e$EPOCHS; fi
 has() { case " $MODELS " in *" $1 "*) return 0;; esac; return 1; }
+for m in $MODELS; do  # a misspelt name would otherwise be left out without a word
+  case $m in
+    gt|ft|fno) ;;
+    *) echo "reproduce_table2a.sh: error: MODELS: unknown model '$m' (known: gt ft fno)" >&2; exit 2 ;;
+  esac
+done
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}   # two runs side by side on a 2-core machine
 for seed in $SEEDS; do
   sfx=""; [ "$seed" != 1127802 ] && sfx="-seed$seed"
+  pids=(); names=()
   for m in gt ft; do  # the two attention models side by side
-    has $m && opformer train burgers-$m --resolution "$RES" --epochs "$EPOCHS" --seed "$seed" --out "$OUT/$m-$RES$sfx" \
+    has $m || continue
+    opformer train burgers-$m --resolution "$RES" --epochs "$EPOCHS" --seed "$seed" --out "$OUT/$m-$RES$sfx" \
       --no-progress "$@" &
+    pids+=($!); names+=("$OUT/$m-$RES$sfx")
   done
-  wait
+  failed=()
+  for i in "${!pids[@]}"; do  # a plain `wait` returns 0 whatever the runs did: wait for each and keep its status
+    wait "${pids[$i]}" || failed+=("${names[$i]}")
+  done
+  if [ ${#failed[@]} -gt 0 ]; then
+    echo "reproduce_table2a.sh: error: opformer train failed for ${failed[*]} (its message is above); stopped" >&2
+    exit 1
+  fi
   if has fno; then
     opformer train burgers-fno --resolution "$RES" --epochs "$EPOCHS" --seed "$seed" --out "$OUT/fno-$RES$sfx" --no-progress "$@"
   fi

@@ -9,6 +9,10 @@
 # Extra arguments go to every `opformer train` (e.g. --epochs 3, --seed 1).
 set -euo pipefail
 MODE=${MODE:-gpu}
+case $MODE in  # a misspelt MODE (CPU, cpu-reduced) would run the full GPU setting after making its data
+  cpu|gpu) ;;
+  *) echo "reproduce_table2b.sh: error: MODE=$MODE: expected cpu or gpu" >&2; exit 2 ;;
+esac
 opformer data prepare darcy-gt
 if [ "$MODE" = cpu ]; then
   for p in darcy-gt-cpu darcy-ft-cpu darcy-fno-cpu; do

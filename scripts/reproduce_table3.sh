@@ -10,6 +10,10 @@
 # Extra arguments go to every `opformer train`.
 set -euo pipefail
 MODE=${MODE:-gpu}
+case $MODE in  # a misspelt MODE (CPU, cpu-reduced) would run the full GPU setting after making its data
+  cpu|gpu) ;;
+  *) echo "reproduce_table3.sh: error: MODE=$MODE: expected cpu or gpu" >&2; exit 2 ;;
+esac
 opformer data prepare darcy-inverse-gt
 if [ "$MODE" = cpu ]; then
   for eps in 0 0.01 0.1; do

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from opformer.atomic import atomic_write_text, replacing
 from opformer.models.presets import ATTENTION_KINDS
 
 
@@ -39,9 +40,22 @@ def _run(args, run: Path, model: str, n: int, extra: list[str]) -> dict | None:
             cmd += ["--test-data", args.test_data]
         cmd += [a for a in args.extra if a != "--"] + extra
         print(" ".join(cmd), flush=True)
-        subprocess.run(cmd, check=True)
-    m = json.loads((run / "metrics.json").read_text())
-    return {"n_train": n, "test_rel_l2": m["test_rel_l2"], "parameters": m["parameters"], "seconds": m["seconds"]}
+        try:
+            subprocess.run(cmd, check=True)
+        except subprocess.CalledProcessError as exc:
+            raise StudyError(f"the run {run} failed (opformer train exited with {exc.returncode}; its message is "
+                             "above); the finished runs are kept, rerun to go on") from None
+    try:
+        m = json.loads((run / "metrics.json").read_text())
+        return {"n_train": n, "test_rel_l2": float(m["test_rel_l2"]), "parameters": int(m["parameters"]),
+                "seconds": float(m["seconds"])}
+    except (OSError, UnicodeDecodeError, ValueError, TypeError, KeyError) as exc:
+        raise StudyError(f"{run / 'metrics.json'}: not a readable training record ({type(exc).__name__}: {exc}); "
+                         "delete the run directory to redo it") from None
+
+
+class StudyError(Exception):
+    """A one-line error for the command line."""
 
 
 def _slope(x, y) -> float | None:
@@ -75,6 +89,19 @@ def main(argv=None) -> int:
     p.add_argument("extra", nargs=argparse.REMAINDER, help="more flags for opformer train (after --)")
     args = p.parse_args(argv)
     sizes = _parse_sizes(args.sizes)
+    if not args.collect:  # a wrong path is said here, not after a training process has started and failed
+        for flag, path in (("--data", args.data), ("--test-data", args.test_data)):
+            if path is not None and not Path(path).is_file():
+                print(f"error: {flag} {path}: no such file", file=sys.stderr)
+                return 2
+    try:
+        return _study(args, sizes)
+    except StudyError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+def _study(args, sizes) -> int:
     out = Path(args.out)
     results: dict = {}
     for model in args.models:
@@ -93,8 +120,11 @@ def main(argv=None) -> int:
     slopes = {m: _slope([r["n_train"] for r in rows], [r["test_rel_l2"] for r in rows]) for m, rows in results.items()}
     size_slopes = {m: _slope([r["parameters"] for r in rows], [r["test_rel_l2"] for r in rows])
                    for m, rows in by_size.items()}
-    (out / "scaling.json").write_text(json.dumps({"results": results, "slopes": slopes, "by_size": by_size,
-                                                  "size_slopes": size_slopes}, indent=2))
+    if not results and not by_size:
+        raise StudyError(f"no finished run under {out} (run-dir/metrics.json) for these --models, --samples and "
+                         "--sizes" + (": --collect trains nothing" if args.collect else ""))
+    atomic_write_text(out / "scaling.json", json.dumps({"results": results, "slopes": slopes, "by_size": by_size,
+                                                   "size_slopes": size_slopes}, indent=2))
     if results:
         _plot(out / "scaling.png", results, slopes, args.task, "n_train", "training samples",
               "error against training samples")
@@ -141,7 +171,8 @@ def _plot(path: Path, results: dict, slopes: dict, task: str, key: str, xlabel: 
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    with replacing(path, "wb") as fh:  # a failed write leaves the figure that was there
+        fig.savefig(fh, format="png", dpi=110)
     plt.close(fig)
 
 

@@ -6,6 +6,7 @@
 #   bash scripts/small_grid_darcy.sh              # then: python scripts/collect_results.py --spread runs/small-grid/17
 # SEEDS: the seeds of the 17^2 rows (default "1127802 2 3"); DATA, OUT: where the data and the runs go; ONLY: the
 # names of the runs to make (e.g. ONLY="17/fno-2 33/fno-seed3"; then no cross-grid evaluation).
+# A run that fails is named on stderr and the others go on; the script then ends with status 1, naming them all.
 set -euo pipefail
 DATA=${DATA:-data}
 OUT=${OUT:-runs/small-grid}
@@ -39,10 +40,21 @@ PY
 
 run() {  # NAME ARGS...: train once (a finished run is kept); with ONLY set, only the runs it names
   local name=$1; shift
-  case " ${ONLY:-$name} " in *" $name "*) ;; *) return 0 ;; esac
+  case " ${ONLY:-$name} " in *" $name "*) MATCHED+=" $name " ;; *) return 0 ;; esac
   [ -f "$OUT/$name/metrics.json" ] && return 0
-  opformer train darcy "$@" --no-progress --threads "$OMP_NUM_THREADS" --overwrite --out "$OUT/$name" \
-    || echo "run $name failed"
+  opformer train darcy "$@" --no-progress --threads "$OMP_NUM_THREADS" --overwrite --out "$OUT/$name" || {
+    echo "small_grid_darcy.sh: run $name failed (its message is above); going on with the others" >&2
+    FAILED+=("$name")
+  }
+}
+FAILED=()
+MATCHED=" "
+# the end of the script: every failed run or evaluation named, and a non-zero status (they are left out of the tables)
+report() {
+  if [ ${#FAILED[@]} -gt 0 ]; then
+    echo "small_grid_darcy.sh: error: ${#FAILED[@]} step(s) failed: ${FAILED[*]} (rerun to redo only those)" >&2
+    exit 1
+  fi
 }
 # the GT rows measured before the darcy task trained its encoder at 0.1 of the learning rate on grids up to 85
 # (docs/results.md) ran with one rate for all parameters; they keep it
@@ -182,7 +194,15 @@ for seed in $SEEDS; do
   run "33-b4/ft-whole-seed$seed" --model ft-regular "${C33B4[@]}" --seed "$seed" --coarse-size 33
 done
 
-[ -n "${ONLY:-}" ] && exit 0
+if [ -n "${ONLY:-}" ]; then
+  for name in $ONLY; do  # a misspelt name matched no run: it would otherwise end as if done
+    case "$MATCHED" in *" $name "*) ;; *)
+      echo "small_grid_darcy.sh: error: ONLY: no run named '$name' (the names are the run lines' first argument)" >&2
+      FAILED+=("ONLY:$name") ;;
+    esac
+  done
+  report; exit 0
+fi
 # every model on the other grid's test set: on the data's grid (never) and on its training grid (always)
 for ck in "$OUT"/17/*/checkpoints/best.ckpt "$OUT"/17-other/*/checkpoints/best.ckpt "$OUT"/33/*/checkpoints/best.ckpt \
           "$OUT"/33-b8/*/checkpoints/best.ckpt "$OUT"/33-b4/*/checkpoints/best.ckpt; do
@@ -190,7 +210,13 @@ for ck in "$OUT"/17/*/checkpoints/best.ckpt "$OUT"/17-other/*/checkpoints/best.c
   case "$ck" in "$OUT"/33*) other="$DATA/d17_test.h5";; *) other="$DATA/d33_test.h5";; esac
   for mode in never always; do
     dir=$(dirname "$(dirname "$ck")")/eval-other-$mode
-    line=$(opformer eval "$ck" --data "$other" --resample "$mode" --out "$dir" 2>/dev/null | grep "test relative L2")
-    echo "${ck%/checkpoints/best.ckpt} resample $mode: $line"
+    # an evaluation that fails is named with its message (under set -e a failed $(...) would end the script silently)
+    if said=$(opformer eval "$ck" --data "$other" --resample "$mode" --out "$dir" 2>&1); then
+      echo "${ck%/checkpoints/best.ckpt} resample $mode: $(grep "test relative L2" <<<"$said" || true)"
+    else
+      echo "small_grid_darcy.sh: opformer eval $ck --data $other --resample $mode failed: $(tail -n 1 <<<"$said")" >&2
+      FAILED+=("eval:${ck%/checkpoints/best.ckpt}:$mode")
+    fi
   done
 done
+report

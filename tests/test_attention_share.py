@@ -37,3 +37,16 @@ def test_the_share_of_each_layer_and_of_a_layer_switched_off(tiny_ft_run):
     torch.save(state, ckpt)
     rows = mod.shares(tiny_ft_run, 2)
     assert rows[0] == (0.0, 0.0) and rows[1][0] > 0
+
+
+def test_a_path_that_is_no_run_is_one_line_error(tmp_path, capsys):
+    """A mistyped run directory or an empty one (no checkpoint): one line naming it, not a LoadError traceback."""
+    mod = load_script("attention_share")
+    (tmp_path / "empty").mkdir()
+    for path in (tmp_path / "nowhere", tmp_path / "empty"):
+        assert mod.main([str(path)]) == 2
+        captured = capsys.readouterr()
+        assert captured.err.startswith(f"error: {path}") and captured.err.count("\n") == 1, captured.err
+    with pytest.raises(SystemExit):
+        mod.main([str(tmp_path / "empty"), "--samples", "0"])
+    assert "--samples must be at least 1" in capsys.readouterr().err

@@ -57,3 +57,13 @@ def test_a_norm_the_kind_does_not_have_is_refused(restore_init, capsys):
         mod.main(["--norms", "v", "--", "train", "darcy-ft-cpu"])
     assert "the fourier kind's norms are q and k" in capsys.readouterr().err
     assert mod.main(["train", "darcy-ft-cpu"]) == 2  # no "--": the usage line
+
+
+def test_help_shows_the_help_and_exits_0(capsys):
+    """`--help` without `--` used to get the usage error (status 2) instead of the help."""
+    mod = load_script("attn_norm_ablation")
+    with pytest.raises(SystemExit) as exc:
+        mod.main(["--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert "--norms" in out and "--out-proj-gain" in out and "-- train PRESET" in out

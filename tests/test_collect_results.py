@@ -87,3 +87,57 @@ def test_a_closed_pipe_gives_no_traceback(tmp_path):
         os.close(write_end)
     assert "Traceback" not in proc.stderr, proc.stderr
     assert proc.returncode == 141
+
+
+def test_a_missing_or_empty_directory_is_one_line_error_not_an_empty_table(tmp_path, capsys):
+    """A mistyped path used to give a header with no rows and exit 0, as if no run had finished."""
+    mod = load_script("collect_results")
+    (tmp_path / "empty").mkdir()
+    for args in ([str(tmp_path / "nowhere")], ["--spread", str(tmp_path / "nowhere")], [str(tmp_path / "empty")],
+                 ["--spread", "--by-name", str(tmp_path / "empty")]):
+        assert mod.main(args) == 2, args
+        captured = capsys.readouterr()
+        assert captured.out == "", args  # no table at all
+        assert captured.err.count("\n") == 1 and captured.err.startswith("error: "), captured.err
+    assert mod.main([str(tmp_path / "nowhere")]) == 2
+    assert "nowhere is not a directory" in capsys.readouterr().err
+
+
+def test_unreadable_or_partial_metrics_are_named_without_a_traceback(tmp_path, capsys):
+    """A metrics.json that is not JSON names its file; one without the table's other columns gets "-" there."""
+    mod = load_script("collect_results")
+    (tmp_path / "bad" / "r").mkdir(parents=True)
+    (tmp_path / "bad" / "r" / "metrics.json").write_text("{truncated")
+    assert mod.main([str(tmp_path / "bad")]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "r/metrics.json: not a readable metrics.json" in captured.err
+    assert captured.err.count("\n") == 1
+    _run(tmp_path / "partial", "r", 2e-3)  # test_rel_l2 and epochs only: no preset, val, seconds, parameters
+    assert mod.main([str(tmp_path / "partial")]) == 0
+    row = capsys.readouterr().out.splitlines()[-1]
+    assert "| - |" in row and "2.0000e-03" in row
+
+
+def test_an_interrupted_run_is_left_out_with_a_note(tmp_path, capsys):
+    """A run directory with logs and checkpoints but no metrics.json (training stopped): a note names it."""
+    mod = load_script("collect_results")
+    _run(tmp_path, "done", 1e-3)
+    (tmp_path / "stopped" / "checkpoints").mkdir(parents=True)
+    (tmp_path / "stopped" / "logs").mkdir()
+    assert mod.main(["--spread", str(tmp_path)]) == 0
+    captured = capsys.readouterr()
+    assert "1.0000e-03" in captured.out and "stopped" not in captured.out
+    assert "without metrics.json" in captured.err and "stopped" in captured.err
+
+
+def test_options_after_the_directories_are_options_not_paths(tmp_path, capsys):
+    """`collect_results.py runs/x --spread` used to read --spread as a directory (and print an empty table)."""
+    mod = load_script("collect_results")
+    _run(tmp_path, "a-seed2", 1e-3)
+    _run(tmp_path, "a", 3e-3)
+    assert mod.main([str(tmp_path), "--spread"]) == 0
+    assert "| 2.0000e-03 |" in capsys.readouterr().out  # one group: a and a-seed2
+    assert mod.main(["--by-name", str(tmp_path)]) == 2
+    assert "--by-name goes with --spread" in capsys.readouterr().err
+    assert mod.main([str(tmp_path), "--help"]) == 0
+    assert "--compare A B" in capsys.readouterr().out

@@ -44,3 +44,26 @@ def test_minutes_need_a_finished_run(tmp_path, capsys):
     assert mod.main([str(run), "--x", "time", "--out", str(tmp_path / "c.png")]) == 2
     assert "a finished run is needed" in capsys.readouterr().err
     assert not (tmp_path / "c.png").exists()
+
+
+def test_a_broken_metrics_json_is_named_without_a_traceback(tmp_path, capsys):
+    """A run whose metrics.json is cut short: one line naming the file, no figure."""
+    mod = load_script("compare_curves")
+    run = _run(tmp_path, "cut", [(0, 0.5), (1, 0.4)])
+    (run / "metrics.json").write_text('{"test_rel_l2": 0.0')
+    out = tmp_path / "c.png"
+    assert mod.main([str(run), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "cut/metrics.json: not a readable metrics.json" in err and err.count("\n") == 1
+    assert not out.exists()
+
+
+def test_a_garbled_metrics_csv_is_named_without_a_traceback(tmp_path, capsys):
+    mod = load_script("compare_curves")
+    run = _run(tmp_path, "garbled", [(0, 0.5)])
+    (run / "logs" / "metrics.csv").write_text("epoch,step,val_rel_l2\n0,0,abc\n")
+    out = tmp_path / "c.png"
+    assert mod.main([str(run), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "garbled/logs: a metrics CSV is not readable" in err and err.count("\n") == 1
+    assert not out.exists()

@@ -103,3 +103,47 @@ def test_start_replaces_the_last_supervisors_finished_state(tmp_path, monkeypatc
     with pytest.raises(SystemExit, match="still running"):
         mod.main(["start", "--budget-min", "3", "--runs", "darcy211-ft"])
     assert len(started) == 1
+
+
+def test_collect_and_status_with_nothing_started_say_so_in_one_line(tmp_path, monkeypatch):
+    """`collect DIR` in a directory where `start` never ran used to end in a FileNotFoundError traceback."""
+    mod = load_script("gpu_tables")
+    monkeypatch.setattr(mod, "ROOT", tmp_path / "gpu")
+    monkeypatch.setattr(mod, "STATE", tmp_path / "gpu" / "state.json")
+    with pytest.raises(SystemExit, match="nothing to collect: .*gpu does not exist"):
+        mod.main(["collect", str(tmp_path / "out")])
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(SystemExit, match="nothing started"):
+        mod.main(["status"])
+    mod.ROOT.mkdir()
+    mod.STATE.write_text('{"started": 1')  # cut short
+    with pytest.raises(SystemExit, match="not a readable state file"):
+        mod.main(["status"])
+
+
+def test_collect_leaves_no_cut_tarball_when_a_write_fails(tmp_path, monkeypatch):
+    """A tarball is written beside its name and renamed once complete; a failed write keeps the one there before."""
+    mod = load_script("gpu_tables")
+    monkeypatch.setattr(mod, "ROOT", tmp_path / "gpu")
+    monkeypatch.setattr(mod, "STATE", tmp_path / "gpu" / "state.json")
+    run = tmp_path / "gpu" / "darcy141-gt"
+    run.mkdir(parents=True)
+    (run / "metrics.json").write_text('{"test_rel_l2": 0.01}')
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "gpu-runs-0.tar.gz").write_bytes(b"the complete tarball of an earlier collect")
+
+    def full_disk(self, *args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(tarfile.TarFile, "add", full_disk)
+    with pytest.raises(SystemExit, match="writing .*gpu-runs-0.tar.gz failed"):
+        mod.main(["collect", str(out)])
+    assert sorted(p.name for p in out.iterdir()) == ["gpu-runs-0.tar.gz"]
+    assert (out / "gpu-runs-0.tar.gz").read_bytes() == b"the complete tarball of an earlier collect"
+    monkeypatch.undo()
+    monkeypatch.setattr(mod, "ROOT", tmp_path / "gpu")
+    monkeypatch.setattr(mod, "STATE", tmp_path / "gpu" / "state.json")
+    mod.main(["collect", str(out)])
+    with tarfile.open(out / "gpu-runs-0.tar.gz") as tf:
+        assert tf.getnames() == ["darcy141-gt/metrics.json"]

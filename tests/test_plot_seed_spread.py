@@ -39,3 +39,31 @@ def test_bad_arguments_end_with_one_line(tmp_path):
         mod.load_groups(["no-equals-sign"])
     with pytest.raises(SystemExit, match="no finished run matches"):
         mod.load_groups([f"x={tmp_path}/nothing-*"])
+
+
+def test_a_broken_metrics_file_is_named_and_no_figure_written(tmp_path):
+    """A metrics.json that is not JSON, or has no test error, used to end in a traceback."""
+    mod = _script()
+    _run(tmp_path, "ok", 0.1)
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "metrics.json").write_text("{")
+    out = tmp_path / "x.png"
+    with pytest.raises(SystemExit, match=r"broken/metrics.json: not a readable metrics.json"):
+        mod.main([f"a={tmp_path}/*", "--out", str(out)])
+    (tmp_path / "broken" / "metrics.json").write_text(json.dumps({"epochs": 3}))
+    with pytest.raises(SystemExit, match=r"broken/metrics.json has no test_rel_l2"):
+        mod.main([f"a={tmp_path}/*", "--out", str(out)])
+    (tmp_path / "broken" / "metrics.json").write_text("[1, 2]")
+    with pytest.raises(SystemExit, match=r"not a readable metrics.json"):
+        mod.main([f"a={tmp_path}/*", "--out", str(out)])
+    assert not out.exists()
+
+
+def test_an_alternative_that_matches_nothing_is_noted(tmp_path, capsys):
+    """GROUP=A|B with a typo in B used to drop B's runs from the group without a word."""
+    mod = _script()
+    _run(tmp_path, "gt-a", 0.03)
+    panels = mod.load_groups([f"GT={tmp_path}/gt-a|{tmp_path}/gt-typo*"])
+    assert panels == {"": {"GT": [0.03]}}
+    err = capsys.readouterr().err
+    assert "gt-typo*" in err and "matches nothing" in err and "gt-a'" not in err
