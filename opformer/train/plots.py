@@ -96,17 +96,23 @@ def plot_predictions(path, inputs, targets, preds, labels: dict, errors=None, ti
 
 
 def read_metrics_csv(path) -> dict[str, list[tuple[int, float]]]:
-    """Lightning CSVLogger metrics.csv -> {metric: [(epoch, value), ...]} (epoch-level values only)."""
+    """Lightning CSVLogger metrics.csv -> {metric: [(epoch, value), ...]} (epoch-level values only); a cell that is
+    no number raises a ValueError naming the file, its line and the column."""
     out: dict[str, list[tuple[int, float]]] = {}
     with open(path) as fh:
-        for row in csv.DictReader(fh):
+        reader = csv.DictReader(fh)
+        for row in reader:
             epoch = row.get("epoch")
             if epoch in (None, ""):
                 continue
             for key, val in row.items():
                 if key in ("epoch", "step") or val in (None, "") or key.endswith("_step"):
                     continue
-                out.setdefault(key, []).append((int(float(epoch)), float(val)))
+                try:
+                    out.setdefault(key, []).append((int(float(epoch)), float(val)))
+                except (TypeError, ValueError):
+                    raise ValueError(f"{path}: line {reader.line_num}: {key} = {val!r} (epoch {epoch!r}) is not a "
+                                     "number") from None
     return out
 
 
@@ -115,7 +121,8 @@ def read_run_history(logs) -> dict[str, list[tuple[int, float]]]:
     (``metrics-0.csv``, ``metrics-1.csv``, ..., kept when a run is resumed) and then ``metrics.csv``, later rows of an
     epoch overriding earlier ones.  {metric: [(epoch, value), ...]} sorted by epoch; empty when there is no log."""
     logs = Path(logs)
-    parts = sorted(logs.glob("metrics-*.csv"), key=lambda p: int(p.stem.split("-")[1]))
+    parts = sorted((p for p in logs.glob("metrics-*.csv") if p.stem.split("-", 1)[1].isdigit()),
+                   key=lambda p: int(p.stem.split("-", 1)[1]))  # (a user's metrics-old.csv is not a part)
     parts += [p for p in [logs / "metrics.csv"] if p.exists()]
     history: dict[str, dict[int, float]] = {}
     for part in parts:
