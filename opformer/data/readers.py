@@ -59,6 +59,28 @@ def _hdf5_datasets(h5) -> list[str]:
     return names
 
 
+_MATLAB_NOT_NUMERIC = ("char", "cell", "struct", "function_handle", "string")
+
+
+def _matlab_class(dataset) -> str | None:
+    """The ``MATLAB_class`` attribute of a v7.3 MAT-file variable (``"double"``, ``"char"``, ...), or None."""
+    value = dataset.attrs.get("MATLAB_class")
+    if value is None:
+        return None
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+
+def _check_hdf5_numeric(path, key: str, dataset) -> None:
+    """Refuse, before its values are read, an HDF5 dataset (or v7.3 MATLAB variable) that holds no real numbers:
+    complex, text, compound or reference types, MATLAB char/cell/struct variables (whose text MATLAB stores as
+    uint16 codes), as the other readers do."""
+    matlab = _matlab_class(dataset)
+    if matlab in _MATLAB_NOT_NUMERIC:
+        raise DataError(f"{path}: key {key!r} expected a real numeric array, found a MATLAB {matlab} variable")
+    if dataset.dtype.kind not in "biuf":
+        raise DataError(f"{path}: key {key!r} expected a real numeric array, found dtype {dataset.dtype}")
+
+
 def _unsupported(suffix: str) -> str:
     """Why a file type is refused, with the way to a supported one for a bare NumPy array."""
     text = f"unsupported file type {suffix!r}; expected .h5/.hdf5, .mat, .npz or .pt"
@@ -219,6 +241,7 @@ class _File:
                 for key in self.keys:
                     if h5[key].shape is None:  # h5py.Empty: a dataset with a type and no values
                         raise DataError(f"{self.path}: {key!r} is an empty HDF5 dataset (it holds no values)")
+                    _check_hdf5_numeric(self.path, key, h5[key])
                     shape = tuple(h5[key].shape)
                     self.shapes[key] = shape[::-1] if self.transposed else shape
         except OSError as exc:
@@ -281,6 +304,8 @@ class _File:
         for key in self.keys:
             if len(self.shapes[key]) < 1:
                 raise DataError(f"{self.path}: key {key!r} expected an array with a sample axis, found shape {self.shapes[key]}")
+            if self.shapes[key][0] == 0:
+                raise DataError(f"{self.path}: key {key!r} holds no samples (shape {self.shapes[key]}): an empty array")
             if self.shapes[key][0] != self.shapes[first][0]:
                 raise DataError(
                     f"{self.path}: key {key!r} has {self.shapes[key][0]} samples (shape {self.shapes[key]}), "
@@ -470,7 +495,9 @@ def describe_arrays(path) -> list[tuple[str, tuple, str]]:
                         found.append((name, (), f"{h5[name].dtype} (empty: no values)"))
                         continue
                     shape = tuple(h5[name].shape)
-                    found.append((name, shape[::-1] if flip else shape, str(h5[name].dtype)))
+                    matlab = _matlab_class(h5[name]) if flip else None
+                    dtype = matlab if matlab in _MATLAB_NOT_NUMERIC else str(h5[name].dtype)
+                    found.append((name, shape[::-1] if flip else shape, dtype))
         except OSError as exc:
             raise DataError(f"{path}: cannot be read as HDF5 ({hdf5_detail(_first_line(exc))})") from None
     elif suffix == ".mat":

@@ -33,6 +33,42 @@ from .storage import not_a_file, partial_path
 __all__ = ["register", "main"]
 
 
+# recipe keys and the flags that set them, for messages in the user's terms
+_FLAGS = {
+    "n_samples": "--samples", "resolution": "--resolution", "seed": "--seed", "dtype": "--dtype", "nu": "--nu",
+    "t_final": "--t-final", "steps": "--steps", "solve_resolution": "--solve-resolution", "snapshots": "--snapshots",
+    "domain": "--domain", "split": "--split", "grid": "--grid", "face": "--face", "solver": "--solver",
+    "cfl": "--cfl", "dt": "--dt", "forcing": "--forcing", "grf.modes": "--modes", "grf.sigma": "--sigma",
+    "grf.tau": "--tau", "grf.gamma": "--gamma", "grf.alpha": "--alpha",
+}
+
+
+def _in_flag_terms(message: str) -> str:
+    """A recipe check's message (``bad burgers recipe: grf.modes must be null or ...``) named by the flag that sets
+    the recipe key (``--modes: grf.modes must be 0 (all modes) or ...``; the key as ``data info`` prints the
+    recipe); other messages unchanged."""
+    import re
+
+    found = re.match(r"bad [\w-]+ recipe: (\S+)( .*)$", message, re.S)
+    if found is None:
+        return message
+    key, rest = found.groups()
+    if key == "the" and "high and low" in rest:
+        return f"--high, --low: the{rest}"
+    flag = _FLAGS.get(key)
+    if flag is None:
+        return message
+    if flag in ("--modes", "--solve-resolution"):  # the flags' 0 is the recipe's null
+        rest = rest.replace("must be null or ", "must be 0 (" + ("all modes" if flag == "--modes" else
+                                                               "the output grid") + ") or ")
+    elif flag == "--dt":
+        rest = rest.replace("must be null or > 0", "must be > 0")
+    elif flag == "--snapshots":
+        rest = rest.replace(" (or absent)", "")
+    rest = rest.replace("of the output and solve grids", "of the --resolution and --solve-resolution grids")
+    return f"{flag}: {key}{rest}"
+
+
 def _shown(value) -> str:
     return "the recipe's" if value is None else str(value)
 
@@ -144,6 +180,11 @@ def _generate(args, recipe: dict) -> int:
     if getattr(args, "workers", None) is not None and args.workers < 1:
         print(f"opformer: error: --workers must be >= 1, got {args.workers}", file=sys.stderr)
         return 2
+    start, stop, total = args.start, recipe["n_samples"] if args.stop is None else args.stop, recipe["n_samples"]
+    if not 0 <= start < stop <= total:
+        print(f"opformer: error: --start {start} --stop {stop}: a shard needs 0 <= --start < --stop <= --samples "
+              f"({total})", file=sys.stderr)
+        return 2
     if Path(args.out).suffix.lower() not in (".h5", ".hdf5", ".hdf"):
         print(f"opformer: error: --out {args.out}: the data are written as HDF5; name the file .h5 (other formats "
               "are read for training, not written)", file=sys.stderr)
@@ -159,6 +200,7 @@ def _generate(args, recipe: dict) -> int:
                 print(f"opformer: error: --out {args.out}: {where}, where the samples are written until all are done, "
                       f"is {what}; move it away or delete it", file=sys.stderr)
             return 2
+    existed = out.is_file()
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, request_stop)  # stop like Ctrl-C, keeping the finished samples
     try:
@@ -166,13 +208,13 @@ def _generate(args, recipe: dict) -> int:
             path = generate_dataset(recipe, args.out, start=args.start, stop=args.stop, workers=args.workers,
                                     progress=not args.no_progress, device=getattr(args, "device", None))
     except DataError as exc:
-        print(f"opformer: error: {exc}", file=sys.stderr)
+        print(f"opformer: error: {_in_flag_terms(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"interrupted: the finished samples are kept in {args.out}.partial; run the same command to resume",
               file=sys.stderr)
         return 130
-    print(f"wrote {path}")
+    print(f"{path}: complete already, with this recipe; nothing written" if existed else f"wrote {path}")
     try:
         for message in check_dataset(path):
             print(f"warning: {path}: {message}", file=sys.stderr)
@@ -191,7 +233,7 @@ def _run_burgers(args) -> int:
             snapshots=args.snapshots or None,
         )
     except DataError as exc:
-        print(f"opformer: error: {exc}", file=sys.stderr)
+        print(f"opformer: error: {_in_flag_terms(str(exc))}", file=sys.stderr)
         return 2
     return _generate(args, recipe)
 
@@ -204,7 +246,7 @@ def _run_darcy(args) -> int:
             grf={"alpha": args.alpha, "tau": args.tau},
         )
     except DataError as exc:
-        print(f"opformer: error: {exc}", file=sys.stderr)
+        print(f"opformer: error: {_in_flag_terms(str(exc))}", file=sys.stderr)
         return 2
     return _generate(args, recipe)
 
@@ -223,7 +265,7 @@ def _run_navier_stokes(args) -> int:
     try:
         recipe = make_recipe(args.ic, **overrides)
     except DataError as exc:
-        print(f"opformer: error: {exc}", file=sys.stderr)
+        print(f"opformer: error: {_in_flag_terms(str(exc))}", file=sys.stderr)
         return 2
     return _generate(args, recipe)
 
@@ -288,6 +330,38 @@ def _training_hint(path, arrays) -> str:
             f"{shlex.quote(key)}{time_flag}{square}")
 
 
+_MATLAB_NUMERIC = ("double", "single", "logical", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+                   "uint64")
+
+
+def _unreadable(shape: tuple, dtype: str) -> str | None:
+    """Why the readers refuse an array listed by ``data info`` (its shape and type as listed), or None."""
+    import numpy as np
+
+    if dtype.endswith(")"):  # already explained: "(not an array)", "(empty: no values)"
+        return dtype
+    if dtype in _MATLAB_NUMERIC:
+        kind = "f"
+    elif dtype.startswith("[("):  # a structured type (named fields)
+        kind = "V"
+    elif dtype in ("char", "cell", "struct", "sparse", "object", "function_handle", "opaque"):
+        kind = "O" if dtype == "object" else "V"
+    else:
+        try:
+            kind = np.dtype(dtype).kind
+        except (TypeError, ValueError):
+            return None
+    if kind == "O":
+        return "objects, not numbers: refused when read"
+    if kind not in "biuf":
+        return "not real numbers: cannot be read"
+    if len(shape) == 0:
+        return "a single value: no sample axis"
+    if shape[0] == 0:
+        return "no samples"
+    return None
+
+
 def _run_info(args) -> int:
     import glob
     import json
@@ -314,15 +388,22 @@ def _run_info(args) -> int:
 
                 arrays = describe_arrays(name)
             except DataError as exc2:
-                hdf5 = Path(name).suffix.lower() in (".h5", ".hdf5", ".hdf")  # then the HDF5 reader's words
+                hdf5 = (Path(name).suffix.lower() in (".h5", ".hdf5", ".hdf")  # then the HDF5 reader's words
+                        or Path(name).suffix.lower() == ".partial")  # FILE.partial: an unfinished data file
                 print(f"opformer: error: {exc if hdf5 else exc2}", file=sys.stderr)
                 status = 2
                 continue
+            if not arrays:
+                print(f"opformer: error: {name}: not an opformer data file, and it holds no arrays", file=sys.stderr)
+                status = 2
+                continue
             count = sum(not dtype.endswith("(not an array)") for _, _, dtype in arrays)
-            print(f"{name}: not an opformer data file; {count} array(s) (name shape dtype; "
-                  f"{_training_hint(name, arrays)}):")
+            usable = [(key, shape, dtype) for key, shape, dtype in arrays if _unreadable(shape, dtype) is None]
+            hint = _training_hint(name, usable) if usable else "none of them can be read as training data"
+            print(f"{name}: not an opformer data file; {count} array(s) (name shape dtype; {hint}):")
             for key, shape, dtype in arrays:
-                print(f"  {key}  {shape}  {dtype}")
+                why = _unreadable(shape, dtype)
+                print(f"  {key}  {shape}  {dtype}" + (f"  ({why})" if why and not dtype.endswith(")") else ""))
             continue
         total = h["stop"] - h["start"]
         state = "complete" if h["complete"] else "unfinished"

@@ -240,13 +240,18 @@ def _validate(recipe: dict) -> None:
             raise DataError(f"bad {recipe['problem']} recipe: {msg}")
 
     need(isinstance(recipe["n_samples"], int) and recipe["n_samples"] >= 1, f"n_samples must be a positive integer, found {recipe['n_samples']!r}")
-    need(isinstance(recipe["seed"], int) and recipe["seed"] >= 0, f"seed must be a non-negative integer, found {recipe['seed']!r}")
+    need(_is_int(recipe["seed"]) and 0 <= recipe["seed"] < 2**64,  # stored as an HDF5 integer attribute
+         f"seed must be a non-negative integer below 2^64, found {recipe['seed']!r}")
     need(recipe["dtype"] in ("float64", "float32"), f"dtype must be 'float64' or 'float32', found {recipe['dtype']!r}")
     _kind(recipe["problem"]).validate(recipe, need)
 
 
 def _is_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 def compute_samples(recipe: dict, indices, device: str | None = None) -> dict[str, np.ndarray]:
@@ -350,6 +355,9 @@ def _darcy_validate(recipe: dict, need) -> None:
     need(recipe["face"] in ("arithmetic", "harmonic"), f"face must be 'arithmetic' or 'harmonic', found {recipe['face']!r}")
     need(recipe["solver"] in ("direct", "amg"), f"solver must be 'direct' or 'amg', found {recipe['solver']!r}")
     need(recipe["high"] > 0 and recipe["low"] > 0, "the coefficient values high and low must be > 0")
+    for key in ("alpha", "tau"):  # tau^(alpha - 1) scales the field: a negative tau flips its sign or makes it NaN
+        v = recipe["grf"][key]
+        need(_is_number(v) and math.isfinite(v) and v > 0, f"grf.{key} must be a finite number > 0, found {v!r}")
 
 
 def _darcy_compute(recipe: dict, indices: list[int], device: str | None) -> dict[str, np.ndarray]:

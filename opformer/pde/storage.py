@@ -330,6 +330,12 @@ class ShardWriter:
 
     def _create(self) -> None:
         self._check_writable(None)
+        need = sum(int(np.prod(s)) for s in self.shapes.values()) * (self.stop - self.start) * self.dtype.itemsize
+        free = shutil.disk_usage(self.path.parent).free
+        if free < need:  # refused before the fill values take the disk (a disk other jobs may share)
+            raise DataError(f"{self.partial}: cannot be created, the file needs about {need / 1e6:.1f} MB and its disk "
+                            f"has {free / 1e6:.1f} MB free; free space or write elsewhere, or split the data with "
+                            f"--start/--stop")
         try:
             h5 = h5py.File(self.partial, "w")
         except OSError as exc:
@@ -342,7 +348,6 @@ class ShardWriter:
             except (OSError, RuntimeError, ValueError):
                 pass
             self.partial.unlink(missing_ok=True)  # created by this call, nothing computed yet
-            need = sum(int(np.prod(s)) for s in self.shapes.values()) * (self.stop - self.start) * self.dtype.itemsize
             reason = no_space_reason(exc)
             if reason:
                 raise DataError(f"{self.partial}: cannot be created, {reason} (the file needs about {need / 1e6:.1f} MB); "
