@@ -447,8 +447,6 @@ def _cached(generator: str, overrides: dict, workers, generate: bool = True) -> 
     if rank != 0:  # the first process generates; the others wait for the complete file (written atomically)
         # ... but not forever: rank 0 may have failed.  The clock restarts whenever its FILE.partial grows or
         # changes, so a long generation that makes progress is waited for.
-        from ..pde.errors import DataError
-
         try:
             limit = float(os.environ.get("OPFORMER_DATA_WAIT", 1800))
         except ValueError:
@@ -471,7 +469,12 @@ def _cached(generator: str, overrides: dict, workers, generate: bool = True) -> 
                 )
             time.sleep(min(2.0, max(limit / 10, 0.01)))
         return path
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # OPFORMER_DATA naming a file, or a place below one, or one that cannot be written
+        where = "OPFORMER_DATA=" if "OPFORMER_DATA" in os.environ else "the data cache "
+        raise DataError(f"{where}{path.parent}: cannot create the data cache directory ({exc.strerror or exc}); set "
+                        "OPFORMER_DATA to a writable directory") from None
     return ensure_dataset(generator, path, workers=workers, **overrides)
 
 

@@ -59,3 +59,17 @@ def test_train_lists_the_resolutions_of_the_users_file(tmp_path, capsys, resolut
                  resolution, "--out", str(out), "--no-progress"]) == 2
     assert capsys.readouterr().err.strip().endswith("possible: 64, 32, 16, 8, 4")
     assert not out.exists()
+
+
+@pytest.mark.parametrize("below", [False, True])
+def test_a_data_cache_that_is_a_file_is_refused_in_one_line(tmp_path, monkeypatch, capsys, below):
+    """OPFORMER_DATA naming a file, or a place below one: a FileExistsError / NotADirectoryError traceback before."""
+    from opformer.cli import main
+
+    (tmp_path / "afile").write_text("")
+    cache = tmp_path / "afile" / "sub" if below else tmp_path / "afile"
+    monkeypatch.setenv("OPFORMER_DATA", str(cache))
+    assert main(["data", "prepare", "burgers-quick"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"opformer: error: OPFORMER_DATA={cache}: cannot create the data cache directory (")
+    assert err.strip().endswith("set OPFORMER_DATA to a writable directory") and err.count("\n") == 1
