@@ -114,13 +114,18 @@ def test_darcy85_refuses_an_unknown_run_name_before_anything_runs(shell):
     assert len(trained) == 2 and all(str(shell.work / "d85") in c for c in trained)
 
 
-def test_small_grid_evaluation_failure_is_named_not_silent(shell):
-    """The cross-grid evaluation hid opformer eval's stderr and ran inside $(...): under set -e a failed evaluation
-    ended the script at once, without a word."""
-    data, out = shell.work / "data dir", shell.work / "small grid"
+def _small_grid_files(data):
+    """The (empty) data files small_grid_darcy.sh checks for, in the folder ``data``, made here."""
     data.mkdir()
     for name in ("d17.h5", "d33b.h5", "d33_test.h5", "d17_test.h5", "d64.h5", "d64_test.h5"):
         (data / name).write_bytes(b"")
+    return data
+
+
+def test_small_grid_evaluation_failure_is_named_not_silent(shell):
+    """The cross-grid evaluation hid opformer eval's stderr and ran inside $(...): under set -e a failed evaluation
+    ended the script at once, without a word."""
+    data, out = _small_grid_files(shell.work / "data dir"), shell.work / "small grid"
     p = shell("small_grid_darcy.sh",
               env={"DATA": str(data), "OUT": str(out), "SEEDS": "2", "STUB_FAIL": "--resample always"})
     assert p.returncode == 1
@@ -155,10 +160,7 @@ def test_table2b_and_table3_cpu_runs_go_where_their_docs_say(shell):
 
 def test_small_grid_only_names_a_run_that_does_not_exist(shell):
     """ONLY="17/fno-seed2" (the 17^2 FNO runs are 17/fno-SEED) trained nothing and ended with status 0."""
-    data, out = shell.work / "data", shell.work / "sg"
-    data.mkdir()
-    for name in ("d17.h5", "d33b.h5", "d33_test.h5", "d17_test.h5", "d64.h5", "d64_test.h5"):
-        (data / name).write_bytes(b"")
+    data, out = _small_grid_files(shell.work / "data"), shell.work / "sg"
     p = shell("small_grid_darcy.sh",
               env={"DATA": str(data), "OUT": str(out), "SEEDS": "2", "ONLY": "17/fno-2 17/fno-seed2"})
     assert p.returncode == 1 and "no run named '17/fno-seed2'" in p.stderr
