@@ -4,6 +4,7 @@ the work is in :mod:`opformer.train.run`).  Every error ends in one line naming 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import signal
 import sys
 import warnings
@@ -323,6 +324,12 @@ def _train(args: argparse.Namespace) -> int:
                             explicit=frozenset(explicit))
     except (RunDirError, DivergenceError, DataError, ConfigError, LoadError) as exc:
         return _fail(exc)
+    except BrokenPipeError:  # its output's reader went away (`| head`): stopped as other tools stop, told on stderr
+        from ..cli import closed_pipe_status
+
+        with contextlib.suppress(OSError):
+            print(_interrupted(out, "stopped (its output was closed)"), file=sys.stderr)
+        return closed_pipe_status()
     except OSError as exc:  # a full disk, a directory that vanished, a permission taken away
         return _fail(_os_error(exc, out))
     except KeyboardInterrupt:
