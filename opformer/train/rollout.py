@@ -220,7 +220,8 @@ def rollout_file(model, *, data, mode: Optional[str] = None, step: Optional[floa
                                      "rollout.json", {"data_path": str(Path(data).resolve()), "key": key})
     metrics = {"model": str(model), "data": str(data), "data_path": str(Path(data).resolve()), "key": key,
                "trajectories": which, "n_available": available, "mode": mode,
-               "step": step or info.get("step"), "n": n,
+               # the training's snapshot spacing, a difference of stored times: 0.4, not 0.3999999999999999
+               "step": _decimal(step or info.get("step")), "n": n,
                "times": [float(t) for t in want], "rel_l2": errors, "training_horizon": horizon,
                "mean_rel_l2": float(np.mean(known)) if known else None,
                "mean_rel_l2_in_horizon": _mean([e for t, e in scored if t <= horizon]),
@@ -345,6 +346,12 @@ def _default_out(model: Path, mode: str, data: Optional[Path] = None, resample: 
     base = model.parent.parent if model.is_file() and model.parent.name == "checkpoints" else (
         model if model.is_dir() else model.parent)
     return base / (f"rollout-{file_part(data)}{mode}" + ("" if resample == "auto" else f"-resample-{resample}"))
+
+
+def _decimal(x):
+    """``x`` (a number or None) rounded to 12 significant digits: the decimal a difference of stored times stands
+    for, without its binary rounding noise."""
+    return None if x is None else float(f"{float(x):.12g}")
 
 
 def _spread(ks: list, m: int) -> list:

@@ -24,3 +24,11 @@ def test_times_between_snapshots_are_not_taken_for_times_beyond():
     times = [0.25, 0.5, 0.75, 1.0]
     truth_idx = [None, 1, None, 2]  # 0.25 and 0.75 between the stored snapshots
     assert _shown_frames(times, truth_idx) == [1, 3]
+
+
+def test_the_recorded_step_is_the_decimal_of_the_stored_times():
+    """rollout.json's step, a difference of stored times, without binary noise (0.3999999999999999 was written)."""
+    from opformer.train.rollout import _decimal
+
+    assert _decimal(1.2 - 0.8) == 0.4 and _decimal(None) is None
+    assert _decimal(1 / 3) == 0.333333333333 and _decimal(0.05) == 0.05
