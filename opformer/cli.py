@@ -51,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     try:
         parser = build_parser()
-        args, extra = parser.parse_known_args(argv)
+        args, extra = parser.parse_known_args(_joined_number_lists(sys.argv[1:] if argv is None else argv))
         if extra and not getattr(args, "accepts_extra", False):
             _command_parser(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
         args.extra = extra
@@ -67,6 +67,26 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl-C while starting (importing torch), before a command handles it itself
         print("opformer: interrupted", file=sys.stderr)
         return 130
+
+
+def _joined_number_lists(argv: list[str]) -> list[str]:
+    """``--flag -1,2`` as ``--flag=-1,2``: argparse takes a value that starts with "-" and is no single number for an
+    option ("expected one argument"), so a list of numbers whose first is negative (``--times -1,2``) reached the
+    command's own check only as ``--flag=-1,2``."""
+    import re
+
+    out, i = [], 0
+    while i < len(argv):
+        flag = argv[i]
+        nxt = argv[i + 1] if i + 1 < len(argv) else ""
+        if (flag.startswith("--") and "=" not in flag and "," in nxt
+                and re.fullmatch(r"-[0-9.][0-9.eE+-]*(,[-+]?[0-9.][0-9.eE+-]*)+", nxt)):
+            out.append(f"{flag}={nxt}")
+            i += 2
+            continue
+        out.append(flag)
+        i += 1
+    return out
 
 
 def _command_parser(parser: argparse.ArgumentParser, args) -> argparse.ArgumentParser:
