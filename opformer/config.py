@@ -316,9 +316,7 @@ def check_section(cls, values: dict, section: str) -> Any:
         where = flag(key)
         try:
             out[key] = coerce(cls, key, value, where)
-        except FieldError:
-            raise
-        except ConfigError as exc:
+        except ConfigError as exc:  # coerce's messages read "WHERE: PROBLEM"
             text = str(exc)
             problem = text[len(where) + 2:] if text.startswith(f"{where}: ") else text
             raise FieldError(text, f"{section}.{key}", problem) from None

@@ -224,13 +224,10 @@ def cmd_attention(args) -> int:
     problem = _check_output_files(args)
     if problem is None and min(args.n) < 1:
         problem = f"--n must be >= 1, got {min(args.n)}"
-    for name in ("d_model", "heads", "layers", "batch", "repeats", "warmup"):
-        value = getattr(args, name, None)
-        if problem is None and value is not None and value < 1:
-            problem = f"--{name.replace('_', '-')} must be >= 1, got {value}"
     if problem is None:
         problem = _check_numbers(args, positive=("max_memory", "timeout"),
-                                 at_least_one=("threads", "chunk_size", "matmul_size"))
+                                 at_least_one=("d_model", "heads", "layers", "batch", "repeats", "warmup", "threads",
+                                               "chunk_size", "matmul_size"))
     if problem is None and args.d_model % args.heads:
         problem = f"--d-model {args.d_model} must be a multiple of --heads {args.heads}"
     if problem is not None:

@@ -151,7 +151,8 @@ class InternalGrid:
 
 def patched_input(cfg, x: Tensor, coords: Tensor, patch: int):
     """(output grid, [input, coords] on ``cfg.grid_size``'s :class:`InternalGrid` and padded to a multiple of
-    ``patch``, the unpadded height and width, the internal grid or None) for the patch-based models."""
+    ``patch``, the unpadded height and width, the internal grid or None) for the patch-based models and U-Net
+    (whose ``patch`` is 2**levels)."""
     from ..nn.patch import pad_to_multiple
 
     grid_out = output_grid(cfg, x.shape[1:3])

@@ -25,8 +25,8 @@ from torch import Tensor, nn
 
 from ..nn.activations import ACTIVATIONS, activation
 from ..nn.conditional import ConditionalAffine
-from ..nn.patch import crop, layer_norm, pad_to_multiple
-from ._grid2d import InternalGrid, check_common, check_size, from_internal, output_grid
+from ..nn.patch import crop, layer_norm
+from ._grid2d import check_common, check_size, from_internal, patched_input
 from .base import _CHANNELS_HELP, OperatorModel, _choice, _positive_int, _time_help
 
 __all__ = ["UNetConfig", "UNet"]
@@ -131,14 +131,8 @@ class UNet(OperatorModel):
 
     def _forward(self, x: Tensor, coords: Tensor, lead_time: Optional[Tensor]) -> Tensor:
         cfg = self.config
-        grid_out = output_grid(cfg, x.shape[1:3])
-        internal = None
-        if cfg.grid_size is not None:  # the input read at the points of the internal grid of its grid's kind
-            internal = InternalGrid(coords, cfg.grid_size)
-            x, coords = internal.inward(x), internal.coords(coords)
-        x = torch.cat((x, coords), dim=-1)
-        h, w = x.shape[1], x.shape[2]
-        x = pad_to_multiple(x, 2**cfg.levels)
+        # [x, coords] on the internal grid (grid_size) and padded to a multiple of 2**levels, as the patch models'
+        grid_out, x, h, w, internal = patched_input(cfg, x, coords, 2**cfg.levels)
         feats = [self.inc(x, lead_time)]
         for block in self.down:
             pooled = self.pool(feats[-1].permute(0, 3, 1, 2)).permute(0, 2, 3, 1)

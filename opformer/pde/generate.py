@@ -254,6 +254,12 @@ def _is_number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
+def _need_positive(need, values: dict) -> None:
+    """``need`` each of ``values`` ({recipe key: value}) to be a finite number > 0, naming the key and the value."""
+    for key, v in values.items():
+        need(_is_number(v) and math.isfinite(v) and v > 0, f"{key} must be a finite number > 0, found {v!r}")
+
+
 def compute_samples(recipe: dict, indices, device: str | None = None) -> dict[str, np.ndarray]:
     """Compute the samples with the given global ``indices``: ``{key: (len(indices), *shape)}``, float64.
 
@@ -298,10 +304,7 @@ def _burgers_validate(recipe: dict, need) -> None:
     res = recipe["resolution"]
     need(isinstance(res, int) and res >= 8, f"resolution must be an integer >= 8, found {res!r}")
     need(recipe["domain"] in ("2pi", "unit"), f"domain must be '2pi' or 'unit', found {recipe['domain']!r}")
-    for key in ("nu", "t_final"):
-        v = recipe[key]
-        need(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0,
-             f"{key} must be a finite number > 0, found {v!r}")
+    _need_positive(need, {key: recipe[key] for key in ("nu", "t_final")})
     need(isinstance(recipe["steps"], int) and recipe["steps"] >= 1, f"steps must be a positive integer, found {recipe['steps']!r}")
     sr = recipe["solve_resolution"]
     need(sr is None or (isinstance(sr, int) and 8 <= sr), f"solve_resolution must be null or an integer >= 8, found {sr!r}")
@@ -355,9 +358,8 @@ def _darcy_validate(recipe: dict, need) -> None:
     need(recipe["face"] in ("arithmetic", "harmonic"), f"face must be 'arithmetic' or 'harmonic', found {recipe['face']!r}")
     need(recipe["solver"] in ("direct", "amg"), f"solver must be 'direct' or 'amg', found {recipe['solver']!r}")
     need(recipe["high"] > 0 and recipe["low"] > 0, "the coefficient values high and low must be > 0")
-    for key in ("alpha", "tau"):  # tau^(alpha - 1) scales the field: a negative tau flips its sign or makes it NaN
-        v = recipe["grf"][key]
-        need(_is_number(v) and math.isfinite(v) and v > 0, f"grf.{key} must be a finite number > 0, found {v!r}")
+    # tau^(alpha - 1) scales the field: a negative tau flips its sign or makes it NaN
+    _need_positive(need, {f"grf.{key}": recipe["grf"][key] for key in ("alpha", "tau")})
 
 
 def _darcy_compute(recipe: dict, indices: list[int], device: str | None) -> dict[str, np.ndarray]:
@@ -394,10 +396,7 @@ def _ns_validate(recipe: dict, need) -> None:
     need(_is_int(res) and res >= 8, f"resolution must be an integer >= 8, found {res!r}")
     need(_is_int(sr) and sr >= res and sr % res == 0,
          f"solve_resolution must be a multiple of resolution={res}, found {sr!r}")
-    for key in ("nu", "t_final"):
-        v = recipe[key]
-        need(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0,
-             f"{key} must be a finite number > 0, found {v!r}")
+    _need_positive(need, {key: recipe[key] for key in ("nu", "t_final")})
     need(_is_int(recipe["snapshots"]) and recipe["snapshots"] >= 1, f"snapshots must be a positive integer, found {recipe['snapshots']!r}")
     need(0 < recipe["cfl"] <= 1, f"cfl must be in (0, 1], found {recipe['cfl']!r}")
     need(recipe["dt"] is None or recipe["dt"] > 0, f"dt must be null or > 0, found {recipe['dt']!r}")

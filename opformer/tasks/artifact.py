@@ -493,6 +493,45 @@ class Predictor:
                                           f"set per sample) for inputs on the grid {grid}, got {given}")
         return c
 
+    def rollout_arguments(self, times, mode: Optional[str] = None, step: Optional[float] = None,
+                          file_times: bool = False) -> tuple[Optional[list], str, float]:
+        """:meth:`rollout`'s ``times``, ``mode`` and ``step`` checked, before any data is read: (the times as floats,
+        the mode (None: its default), the step (None: the training's snapshot spacing)), else an error naming the
+        argument (its flag on the command line).  ``file_times``: ``times`` None stands for a file's own times (those
+        of ``opformer rollout`` without ``--times``) and is not checked here."""
+        info = self.artifact.get("info") or {}
+        if not self.time_dependent:
+            raise ConfigError(f"the model of task {self.task.name} is not time-dependent: it has no rollout")
+        if step is not None and _numbers(step, "step", "a finite number > 0").ndim:
+            raise _bad_argument("step", f"must be a finite number > 0, got an array of shape {np.shape(step)}")
+        trained_step = float(info["step"])
+        resolved = trained_step if step is None else float(step)
+        if not (math.isfinite(resolved) and resolved > 0):
+            raise _bad_argument("step", f"must be a finite number > 0, got {resolved}")
+        if self.history > 1 and step is not None and not math.isclose(resolved, trained_step, rel_tol=1e-6):
+            # such a model moves one training snapshot a call, whatever step says: another step would mislabel times
+            raise _bad_argument("step", f"of a model with history {self.history} is its training snapshot spacing "
+                                        f"{trained_step:g} (each call predicts the next snapshot); got {step}")
+        step = resolved
+        if times is not None or not file_times:
+            t_arr = _numbers(times, "times", "a number or a list of numbers (finite, ascending, > 0)")
+            if t_arr.ndim > 1:
+                raise _bad_argument("times", f"must be one list of times, got an array of shape {t_arr.shape}")
+            times = [float(t) for t in np.atleast_1d(t_arr)]
+            if (not times or not all(math.isfinite(t) for t in times) or min(times) < 0
+                    or any(b <= a for a, b in zip(times, times[1:]))):
+                raise _bad_argument("times", f"must be finite ascending values > 0 (or a leading 0: u0 itself), "
+                                             f"got {times}")
+        if mode is None:
+            mode = "autoregressive" if self.history > 1 else "direct"
+        if mode not in ("direct", "autoregressive", "mixed"):
+            raise _bad_argument("mode", f"must be direct, autoregressive or mixed, got {mode!r}")
+        if self.history > 1 and mode != "autoregressive":
+            raise SettingError(
+                f"a model with history {self.history} rolls out one snapshot at a time: use mode='autoregressive'",
+                f"a model with --history {self.history} rolls out one snapshot at a time: use --mode autoregressive")
+        return times, mode, step
+
     def rollout(self, u0, times, mode: Optional[str] = None, step: Optional[float] = None, batch_size: int = 32):
         """Predictions at ``times`` (> 0, ascending) from initial states ``u0`` (samples, *grid[, channels]) of a
         time-dependent model: (samples, len(times), *grid[, channels]).  A model trained with a history of h
@@ -505,32 +544,8 @@ class Predictor:
         jumps first: repeated jumps of the longest lead time seen in training (a multiple of ``step``), then
         shorter ones, down to ``step``.  Any t > 0 is allowed, also beyond the training horizon.  ``mode`` None:
         ``autoregressive`` for a model with a history (the only mode it has), else ``direct``."""
-        info = self.artifact.get("info") or {}
         batch_size = _check_batch_size(batch_size)
-        if not self.time_dependent:
-            raise ConfigError(f"the model of task {self.task.name} is not time-dependent: it has no rollout")
-        if step is not None and _numbers(step, "step", "a finite number > 0").ndim:
-            raise _bad_argument("step", f"must be a finite number > 0, got an array of shape {np.shape(step)}")
-        trained_step = float(info["step"])
-        if self.history > 1 and step is not None and not math.isclose(float(step), trained_step, rel_tol=1e-6):
-            # such a model moves one training snapshot a call, whatever step says: another step would mislabel times
-            raise _bad_argument("step", f"of a model with history {self.history} is its training snapshot spacing "
-                                        f"{trained_step:g} (each call predicts the next snapshot); got {step}")
-        step = trained_step if step is None else float(step)
-        if not (math.isfinite(step) and step > 0):
-            raise _bad_argument("step", f"must be a finite number > 0, got {step}")
-        t_arr = _numbers(times, "times", "a number or a list of numbers (finite, ascending, > 0)")
-        if t_arr.ndim > 1:
-            raise _bad_argument("times", f"must be one list of times, got an array of shape {t_arr.shape}")
-        times = [float(t) for t in np.atleast_1d(t_arr)]
-        if (not times or not all(math.isfinite(t) for t in times) or min(times) < 0
-                or any(b <= a for a, b in zip(times, times[1:]))):
-            raise _bad_argument("times", f"must be finite ascending values > 0 (or a leading 0: u0 itself), "
-                                         f"got {times}")
-        if mode is None:
-            mode = "autoregressive" if self.history > 1 else "direct"
-        if mode not in ("direct", "autoregressive", "mixed"):
-            raise _bad_argument("mode", f"must be direct, autoregressive or mixed, got {mode!r}")
+        times, mode, step = self.rollout_arguments(times, mode, step)
         x, as_torch = _user_array(u0, "u0")  # once: a leading t = 0 takes its frame from the same array
         if times[0] == 0:  # t_0: the initial state as given, then the predictions at the later times
             return self._with_initial_frame(x, as_torch, times[1:], mode, step, batch_size)
@@ -613,10 +628,6 @@ class Predictor:
     def _rollout_history(self, x: np.ndarray, as_torch: bool, times, mode: str, step: float, h: int):
         """The FNO protocol: ``u0`` (samples, h, *grid[, c]) holds the last h snapshots; each step predicts the next
         snapshot from the last h; ``times`` are multiples of ``step`` after the last given snapshot."""
-        if mode != "autoregressive":
-            raise SettingError(
-                f"a model with history {h} rolls out one snapshot at a time: use mode='autoregressive'",
-                f"a model with --history {h} rolls out one snapshot at a time: use --mode autoregressive")
         if x.ndim < self.task.dim + 2 or x.shape[1] != h:
             raise ConfigError(f"this model needs the last {h} snapshots: inputs of shape (samples, {h}, *grid)")
         n_steps = [round(t / step) for t in times]

@@ -273,8 +273,8 @@ def _train(args: argparse.Namespace) -> int:
         args.parser.print_help()
         return 0 if args.help else 2
     ConfigError, DataError, LoadError = _errors()
-    if _empty_value(args):
-        return _fail(_empty_value(args))
+    if empty := _empty_value(args):
+        return _fail(empty)
     try:
         try:
             cfg = load_preset(args.preset)
@@ -458,8 +458,8 @@ def _eval(args: argparse.Namespace) -> int:
     from .run import evaluate
 
     keep_freed_memory()  # batch after batch of the same size: no page faults (opformer/allocator.py)
-    if _empty_value(args):
-        return _fail(_empty_value(args))
+    if empty := _empty_value(args):
+        return _fail(empty)
     if args.batch_size < 1:
         return _fail(f"--batch-size must be >= 1, got {args.batch_size}")
     if args.out is not None:
@@ -506,8 +506,8 @@ def _predict(args: argparse.Namespace) -> int:
     from .run import predict
 
     keep_freed_memory()
-    if _empty_value(args):
-        return _fail(_empty_value(args))
+    if empty := _empty_value(args):
+        return _fail(empty)
     if args.batch_size < 1:
         return _fail(f"--batch-size must be >= 1, got {args.batch_size}")
     out = Path(args.out)  # (predict refuses an --out it would write over before reading anything)

@@ -136,7 +136,14 @@ def rollout_file(model, *, data, mode: Optional[str] = None, step: Optional[floa
     info = predictor.artifact.get("info") or {}
     if not predictor.time_dependent:
         raise ConfigError(f"{model}: the model of task {predictor.task.name} is not time-dependent")
-    _check_arguments(predictor, mode, step, times)  # before the file is read: no note ahead of the refusal
+    if times is not None:  # numbers, whatever the rest of the rollout's checks say of them
+        try:
+            times = [float(t) for t in np.asarray(times, dtype=np.float64).reshape(-1)]
+        except (TypeError, ValueError):
+            raise SettingError(f"times must be numbers (finite, ascending, > 0), got {times!r}"[:200],
+                               f"--times must be numbers (finite, ascending, > 0), got {times!r}"[:200]) from None
+    # checked before the file is read (no note ahead of the refusal); the mode resolved to its default
+    mode = predictor.rollout_arguments(times, mode, step, file_times=True)[1]
     if key and len([k for k in str(key).split(",") if k.strip()]) > 1:  # as training takes it: one array
         raise SettingError(f"keys needs the one trajectory array of the file, got {key}",
                            f"--keys needs the one trajectory array of the file, got {key}")
@@ -167,8 +174,6 @@ def rollout_file(model, *, data, mode: Optional[str] = None, step: Optional[floa
     file_times = rollout_times(data, src, key, traj.shape[1], options, info["times"], named=time_key is not None)
     rel = file_times - file_times[0]
     h = predictor.history
-    if mode is None:
-        mode = "autoregressive" if h > 1 else "direct"
     want = rel[h:] if times is None else np.asarray(times, dtype=np.float64)
     if not len(want):
         raise DataError(f"{data}: key {key!r} holds {_count(traj.shape[1], 'snapshot', 'snapshots')} per trajectory, "
@@ -185,7 +190,7 @@ def rollout_file(model, *, data, mode: Optional[str] = None, step: Optional[floa
     if h > 1:  # the FNO protocol: the first h snapshots in, the rest predicted one step at a time
         pred = predictor.rollout(traj[:, :h], want - rel[h - 1], mode=mode, step=step)
     else:
-        pred = _from_initial_state(predictor, traj[:, 0], want, mode, step)
+        pred = predictor.rollout(traj[:, 0], want, mode=mode, step=step)  # a leading t = 0: u0 itself
     if mode != "direct" and step is None and h == 1 and even_step(info["times"]) is None:  # after the rollout's checks
         warnings.warn(f"the training snapshots are unevenly spaced: the {mode} steps are {info['step']:g}, the smallest "
                       "spacing (--step sets another)", OpformerWarning, stacklevel=2)
@@ -246,38 +251,6 @@ def rollout_file(model, *, data, mode: Optional[str] = None, step: Optional[floa
     return metrics
 
 
-def _check_arguments(predictor, mode: Optional[str], step, times) -> None:
-    """The rollout's own arguments (``mode``, ``step``, ``times``) for ``predictor``, checked as its
-    :meth:`~opformer.tasks.artifact.Predictor.rollout` checks them, but before the data file is read."""
-    from ..config import SettingError
-
-    def bad(name: str, problem: str) -> SettingError:
-        return SettingError(f"{name} {problem}", f"--{name} {problem}")
-
-    h = predictor.history
-    if mode not in (None, "direct", "autoregressive", "mixed"):
-        raise bad("mode", f"must be direct, autoregressive or mixed, got {mode!r}")
-    if step is not None:
-        number = isinstance(step, (int, float, np.integer, np.floating)) and not isinstance(step, bool)
-        if not number or not (np.isfinite(step) and step > 0):
-            raise bad("step", f"must be a finite number > 0, got {float(step) if number else repr(step)}")
-        trained = float((predictor.artifact.get("info") or {})["step"])
-        if h > 1 and not np.isclose(float(step), trained, rtol=1e-6, atol=0.0):
-            raise bad("step", f"of a model with history {h} is its training snapshot spacing {trained:g} (each call "
-                              f"predicts the next snapshot); got {step}")
-    if h > 1 and mode not in (None, "autoregressive"):
-        raise SettingError(f"a model with history {h} rolls out one snapshot at a time: use mode='autoregressive'",
-                           f"a model with --history {h} rolls out one snapshot at a time: use --mode autoregressive")
-    if times is not None:
-        try:
-            t = np.asarray(times, dtype=np.float64).reshape(-1)
-        except (TypeError, ValueError):
-            raise bad("times", f"must be numbers (finite, ascending, > 0), got {times!r}"[:200]) from None
-        if not t.size or not np.all(np.isfinite(t)) or t.min() < 0 or np.any(np.diff(t) <= 0):
-            raise bad("times", f"must be finite ascending values > 0 (or a leading 0: u0 itself), got "
-                               f"{[float(x) for x in t]}")
-
-
 def _check_history_times(data, time_key: str, rel: np.ndarray, want: Optional[np.ndarray], h: int,
                          step: float) -> None:
     """A model with a history of ``h`` snapshots (trained ``step`` apart) takes a file's first ``h`` snapshots as its
@@ -297,17 +270,6 @@ def _check_history_times(data, time_key: str, rel: np.ndarray, want: Optional[np
             raise DataError(f"{data}: its snapshot time {t:g} (times {time_key!r}) is not a multiple of the step "
                             f"{step:g} of this model with --history {h} (one snapshot a call): give --times at "
                             f"multiples of {step:g}")
-
-
-def _from_initial_state(predictor, u0: np.ndarray, times: np.ndarray, mode: str, step):
-    """``predictor.rollout(u0, times)``, a leading t = 0 given here as ``u0`` itself (float32, as the predictions),
-    so that ``u0`` is checked once, by the rollout of the later times (the model's own frame of t = 0 checks it before
-    that rollout checks it again)."""
-    t = np.asarray(times, dtype=np.float64)
-    if len(t) < 2 or t[0] != 0 or not np.all(np.isfinite(t)) or np.any(np.diff(t) <= 0):
-        return predictor.rollout(u0, t, mode=mode, step=step)  # its own checks and messages for any other times
-    later = predictor.rollout(u0, t[1:], mode=mode, step=step)
-    return np.concatenate([np.asarray(u0, dtype=np.float32)[:, None], later], axis=1)
 
 
 _OWN_TEST_TRAJECTORIES = "the run's test trajectories"  # what _trajectories calls the run's own file's test split

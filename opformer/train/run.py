@@ -476,12 +476,12 @@ def _read_holder(fd: int) -> tuple[str, Optional[str]]:
     """(the pid, the command or None) of the process that holds the lock of ``fd``, as the lock file records it.  A
     holder signs the file right after taking the lock (:func:`_sign_fd`): a pid that is no running process is the
     previous holder's, read in that moment, so the file is read again for a little while before it is named."""
-    for attempt in range(6):
+    for _ in range(5):
         pid, command = _lock_holder(os.pread(fd, 128, 0))
-        if _running(pid) or attempt == 5:
+        if _running(pid):
             return pid, command
         time.sleep(0.02)
-    return pid, command
+    return _lock_holder(os.pread(fd, 128, 0))
 
 
 def _running(pid: str) -> bool:
@@ -492,8 +492,8 @@ def _running(pid: str) -> bool:
         os.kill(int(pid), 0)
     except ProcessLookupError:
         return False
-    except (PermissionError, OSError, OverflowError):
-        return True  # another user's process, or nothing we can tell
+    except (OSError, OverflowError):  # PermissionError: another user's process; else nothing we can tell
+        return True
     return True
 
 
