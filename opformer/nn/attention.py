@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ._higher_order import graph_backward, transforms_active
 from .conditional import ConditionalAffine
 from torch.utils.checkpoint import checkpoint
 
@@ -297,6 +298,18 @@ def _rms_rstd(y: Tensor, eps: float) -> Tensor:
     return ss.square_().div_(y.shape[-1]).add_(eps).rsqrt_()
 
 
+def _plain_rms(y: Tensor, eps: Optional[float]) -> Tensor:
+    """:func:`_rms_rstd` times y by differentiable ops (y itself when ``eps`` is None): the plain forms' norm."""
+    return y if eps is None else y * torch.rsqrt(y.square().mean(-1, keepdim=True) + eps)
+
+
+def _plain_projections(x: Tensor, wk, bk, wv, bv, heads: int, eps: Optional[float]) -> tuple[Tensor, Tensor]:
+    """K^, V^ (batch, n, heads, d) by differentiable ops, as :func:`_projected_blocks` forms them."""
+    b, n, _ = x.shape
+    return (_plain_rms(F.linear(x, wk, bk).view(b, n, heads, -1), eps),
+            _plain_rms(F.linear(x, wv, bv).view(b, n, heads, -1), eps))
+
+
 def _rms_backward_(g: Tensor, y: Tensor, rstd: Tensor) -> Tensor:
     """In place: the gradient of y = rstd * y_c w.r.t. the zero-mean y_c, g <- rstd (g - y <g, y> / d)."""
     d = g.shape[-1]
@@ -443,13 +456,27 @@ class _KVMoments(torch.autograd.Function):
             _few_rows_product(p1w[i0:i1], vb.view(i1 - i0, n, dm), r_1v[i0:i1])
         r_1k, r_1v = r_1k[:, : pos1.shape[-1]], r_1v[:, : pos1.shape[-1]]
         k, v = k.view(b, n, heads, d), v.view(b, n, heads, d)
-        ctx.save_for_backward(x, wk, wv, k, v, rk, rv, pos1, w)
+        ctx.save_for_backward(x, wk, wv, k, v, rk, rv, pos1, w, bk, bv)
         ctx.normalized = eps is not None
+        ctx.heads, ctx.eps = heads, eps
         return r_kv, r_1k, r_1v
 
     @staticmethod
+    def plain(x, wk, bk, wv, bv, pos1, w, heads: int, eps: Optional[float]):
+        """The same function by plain differentiable ops (for gradients that are differentiated again)."""
+        b, n, dm = x.shape
+        k, v = _plain_projections(x, wk, bk, wv, bv, heads, eps)
+        kw = k if w is None else k * w[..., None, None]
+        p1w = (pos1 if w is None else pos1 * w[..., None]).transpose(1, 2)
+        return torch.einsum("bnhd,bnhe->bhde", kw, v), p1w @ k.reshape(b, n, dm), p1w @ v.reshape(b, n, dm)
+
+    @staticmethod
     def backward(ctx, d_kv, d_1k, d_1v):
-        x, wk, wv, k, v, rk, rv, pos1, w = ctx.saved_tensors
+        if torch.is_grad_enabled():  # a gradient to be differentiated again (create_graph): see _higher_order
+            x, wk, wv, _, _, _, _, pos1, w, bk, bv = ctx.saved_tensors
+            return graph_backward(_KVMoments.plain, (x, wk, bk, wv, bv, pos1, w, ctx.heads, ctx.eps),
+                                  ctx.needs_input_grad, (d_kv, d_1k, d_1v))
+        x, wk, wv, k, v, rk, rv, pos1, w, _, _ = ctx.saved_tensors
         d_kt, d_kv = d_kv.transpose(-1, -2).contiguous(), d_kv.contiguous()
         acc = _ProjectionGrads(x, wk, wv, ctx.needs_input_grad)
         for blk in _row_blocks(x):
@@ -477,12 +504,21 @@ class _LowRankOut(torch.autograd.Function):
         out = torch.baddbmm(c_vec.unsqueeze(1), x, c_mat)
         if pos.shape[-1] > 0:
             torch.baddbmm(out, pos, b_mat, out=out)
-        ctx.save_for_backward(x, c_mat, pos)
+        ctx.save_for_backward(x, c_mat, pos, c_vec, b_mat)
         return out
 
     @staticmethod
+    def plain(x, c_mat, c_vec, pos, b_mat):
+        """The same function by plain differentiable ops (for gradients that are differentiated again)."""
+        out = torch.baddbmm(c_vec.unsqueeze(1), x, c_mat)
+        return out + pos @ b_mat if pos.shape[-1] > 0 else out
+
+    @staticmethod
     def backward(ctx, dout):
-        x, c_mat, pos = ctx.saved_tensors
+        if torch.is_grad_enabled():  # a gradient to be differentiated again (create_graph): see _higher_order
+            x, c_mat, pos, c_vec, b_mat = ctx.saved_tensors
+            return graph_backward(_LowRankOut.plain, (x, c_mat, c_vec, pos, b_mat), ctx.needs_input_grad, (dout,))
+        x, c_mat, pos, _, _ = ctx.saved_tensors
         need = ctx.needs_input_grad
         dx = torch.bmm(dout, c_mat.transpose(1, 2)) if need[0] else None
         dc_mat = torch.bmm(x.transpose(1, 2), dout) if need[1] else None
@@ -543,14 +579,33 @@ class _SoftKVMoments(torch.autograd.Function):
             del ew
             _few_rows_product(lw[i0:i1], eb, r_le[i0:i1])
             _few_rows_product(lw[i0:i1], vb, r_lv[i0:i1])
-        ctx.save_for_backward(x, wk, wv, k, v, nshift, rk, rv, g, left, w)
-        ctx.heads, ctx.normalized, ctx.padded = heads, eps is not None, padded
+        ctx.save_for_backward(x, wk, wv, k, v, nshift, rk, rv, g, left, w, bk, bv, c)
+        ctx.heads, ctx.normalized, ctx.padded, ctx.eps = heads, eps is not None, padded, eps
         m = left.shape[-1]
         return r_ev, r_le[:, :m], r_lv[:, :m]
 
     @staticmethod
+    def plain(x, wk, bk, wv, bv, g, c, left, w, heads: int, eps: Optional[float], nshift: Tensor, padded: bool):
+        """The same function by plain differentiable ops, with the forward's shift ``nshift`` held constant (c enters
+        as c - c: no value, and the explicit path's zero-sum gradient)."""
+        b, n, dm = x.shape
+        k, v = _plain_projections(x, wk, bk, wv, bv, heads, eps)
+        z = k.reshape(b, n, dm) * g + (c - c.detach()) + nshift
+        if padded:  # exp(-inf) = 0 at the padded points: no overflow there, and a zero gradient
+            z = z.masked_fill(w[..., None] <= 0, -math.inf)
+        e = z.exp()
+        ew = e if w is None else e * w[..., None]
+        lw = (left if w is None else left * w[..., None]).transpose(1, 2)
+        return torch.einsum("bnhd,bnhe->bhde", ew.view(b, n, heads, -1), v), lw @ e, lw @ v.reshape(b, n, dm)
+
+    @staticmethod
     def backward(ctx, d_ev, d_le, d_lv):
-        x, wk, wv, k, v, nshift, rk, rv, g, left, w = ctx.saved_tensors
+        if torch.is_grad_enabled():  # a gradient to be differentiated again (create_graph): see _higher_order
+            x, wk, wv, _, _, nshift, _, _, g, left, w, bk, bv, c = ctx.saved_tensors
+            return graph_backward(
+                _SoftKVMoments.plain, (x, wk, bk, wv, bv, g, c, left, w, ctx.heads, ctx.eps, nshift, ctx.padded),
+                (*ctx.needs_input_grad, False, False), (d_ev, d_le, d_lv))[:-2]
+        x, wk, wv, k, v, nshift, rk, rv, g, left, w, _, _, _ = ctx.saved_tensors
         b, n, dm = x.shape
         h = ctx.heads
         need = ctx.needs_input_grad
@@ -618,13 +673,29 @@ class _FeatureSoftmaxOut(torch.autograd.Function):
                 torch.baddbmm(ob, e_p.view(bb, n, heads * p), a_p[i0:i1], out=ob)
             if residual:
                 ob.add_(x[i0:i1])
-        ctx.save_for_backward(x, wq, qs, qs_p, a_q, a_p)
-        ctx.residual = residual
+        ctx.save_for_backward(x, wq, qs, qs_p, a_q, a_p, bq, pos, c_vec)
+        ctx.residual, ctx.heads = residual, heads
         return out
 
     @staticmethod
+    def plain(x, wq, bq, pos, a_q, a_p, c_vec, heads: int, residual: bool):
+        """The same function by plain differentiable ops (for gradients that are differentiated again)."""
+        b, n, dm = x.shape
+        p = pos.shape[-1]
+        q = F.linear(x, wq, bq).view(b, n, heads, -1)
+        s = torch.softmax(torch.cat((pos[:, :, None, :].expand(b, n, heads, p), q), -1), -1)
+        out = torch.baddbmm(c_vec.unsqueeze(1), s[..., p:].reshape(b, n, dm), a_q)
+        if p > 0:
+            out = out + s[..., :p].reshape(b, n, heads * p) @ a_p
+        return out + x if residual else out
+
+    @staticmethod
     def backward(ctx, dout):
-        x, wq, qs, qs_p, a_q, a_p = ctx.saved_tensors
+        if torch.is_grad_enabled():  # a gradient to be differentiated again (create_graph): see _higher_order
+            x, wq, _, _, a_q, a_p, bq, pos, c_vec = ctx.saved_tensors
+            return graph_backward(_FeatureSoftmaxOut.plain, (x, wq, bq, pos, a_q, a_p, c_vec, ctx.heads, ctx.residual),
+                                  ctx.needs_input_grad, (dout,))
+        x, wq, qs, qs_p, a_q, a_p, _, _, _ = ctx.saved_tensors
         b, n, h, d = qs.shape
         dm, p = h * d, qs_p.shape[-1]
         need = ctx.needs_input_grad
@@ -914,6 +985,8 @@ class SimpleAttention(nn.Module):
             # torch.export traces the kernel path: the fused functions write into preallocated outputs (out=), which
             # its tracing with parameters that need gradients refuses
             and not torch.compiler.is_exporting()
+            # torch.func transforms (vmap, jacrev, jvp) and forward-mode AD: the custom functions have no rules for them
+            and not transforms_active(x, pos, weights, self.qkv.weight)
         )
 
     def _fused_inputs(self, x: Tensor, pos: Optional[Tensor]):

@@ -7,8 +7,10 @@ import numbers
 from typing import Optional
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ._higher_order import graph_backward, transforms_active
 from .activations import ACTIVATIONS, activation
 from .conditional import ConditionalLayerNorm
 from .attention import SimpleAttention
@@ -38,13 +40,22 @@ class _ReluFFNResidual(torch.autograd.Function):
             h = torch.addmm(b1, y2[s:e], w1.t(), out=hidden[s:e]).relu_()
             o = torch.add(y2[s:e], b2, out=out[s:e])  # residual and bias in one pass; the product adds onto o itself
             torch.addmm(o, h, w2.t(), out=o)
-        ctx.save_for_backward(y2, hidden, w1, w2)
+        ctx.save_for_backward(y, hidden, w1, w2, b1, b2)  # y itself (an input): a graph reaches it in double backward
         ctx.shape = y.shape
         return out.view(y.shape)
 
     @staticmethod
+    def plain(y, w1, b1, w2, b2):
+        """The same function by plain differentiable ops (for gradients that are differentiated again)."""
+        return y + F.linear(F.relu(F.linear(y, w1, b1)), w2, b2)
+
+    @staticmethod
     def backward(ctx, dout):
-        y2, hidden, w1, w2 = ctx.saved_tensors
+        if torch.is_grad_enabled():  # a gradient to be differentiated again (create_graph): see _higher_order
+            y, _, w1, w2, b1, b2 = ctx.saved_tensors
+            return graph_backward(_ReluFFNResidual.plain, (y, w1, b1, w2, b2), ctx.needs_input_grad, (dout,))
+        y, hidden, w1, w2, _, _ = ctx.saved_tensors
+        y2 = y.reshape(-1, y.shape[-1])
         d2 = dout.reshape(-1, dout.shape[-1])
         need = ctx.needs_input_grad
         dw2 = torch.mm(d2.t(), hidden) if need[3] else None
@@ -93,6 +104,7 @@ class FeedForward(nn.Module):
             and not torch.is_autocast_enabled(x.device.type)
             and lin1.weight.dtype == x.dtype
             and not torch.compiler.is_exporting()  # its out= products are refused by torch.export's tracing
+            and not transforms_active(x)  # torch.func transforms and forward-mode AD take the plain modules
         ):
             return _ReluFFNResidual.apply(x, lin1.weight, lin1.bias, lin2.weight, lin2.bias)
         return x + self.net(x)
