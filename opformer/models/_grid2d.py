@@ -1,4 +1,5 @@
-"""Checks and grid handling shared by the 2D baselines and patched transformers (scot, vit, unet, deeponet, cno)."""
+"""Checks and grid handling shared by the 2D baselines and patched transformers (scot, vit, unet, deeponet, cno,
+fno2d, transformer2d)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from torch import Tensor
 from ..nn.cinn import resize2d
 from .base import TIME_CONDITIONING, _choice, _positive_int
 
-__all__ = ["check_common", "check_size", "output_grid", "to_output_grid", "axis_kind", "axis_points", "output_points",
-           "interp_axis", "InternalGrid"]
+__all__ = ["check_common", "check_size", "axis_kind", "node_grid", "axis_points", "output_points", "interp_axis",
+           "InternalGrid", "to_grid_of_kind"]
 
 
 #: the advice of a patch model's too-small-grid error, for whoever builds a model (a trained model's loader drops it:
@@ -33,17 +34,6 @@ def check_common(cfg) -> None:
     _choice("time_conditioning", cfg.time_conditioning, TIME_CONDITIONING)
 
 
-def output_grid(cfg, grid: tuple[int, int]) -> tuple[int, int]:
-    """The output grid: (out_size, out_size) when set, else the input grid."""
-    return (cfg.out_size, cfg.out_size) if cfg.out_size is not None else tuple(grid)
-
-
-def to_output_grid(y: Tensor, grid: tuple[int, int]) -> Tensor:
-    """Bilinear (align_corners=True, node grids map corner to corner) resampling of y (batch, h, w, C) to ``grid``;
-    y itself when it is already there."""
-    return resize2d(y, grid)
-
-
 def axis_kind(c: Tensor) -> tuple[Tensor, Tensor]:
     """(periodic, cell): boolean 0-dim tensors saying of the 1D coordinates ``c`` (n >= 2,) of [0, 1] whether they
     are a periodic axis (c_0 = 0, c_{n-1} + h = 1) or a cell axis (c_0 = 1 - c_{n-1} in (0, h / 2]: the centres
@@ -56,6 +46,13 @@ def axis_kind(c: Tensor) -> tuple[Tensor, Tensor]:
     periodic = (first.abs() < tol) & ((last + h - 1).abs() < tol)
     cell = ~periodic & (first > tol) & (first <= h / 2 + tol) & ((first + last - 1).abs() < tol)
     return periodic, cell
+
+
+def node_grid(coords: Tensor) -> Tensor:
+    """Whether the grid of ``coords`` (batch or 1, H, W, 2; the first sample's) is a node grid, both axes neither
+    periodic nor cell (:func:`axis_kind`): a boolean 0-dim tensor, chosen with tensor operations only."""
+    (px, cx), (py, cy) = axis_kind(coords[0, :, 0, 0]), axis_kind(coords[0, 0, :, 1])
+    return ~(px | cx) & ~(py | cy)
 
 
 def axis_points(c: Tensor, m: int) -> Tensor:
@@ -119,14 +116,15 @@ class InternalGrid:
     the input grid's outermost cell centres, which move with the input grid.)  :meth:`inward` resamples an input
     there, :meth:`outward` the model's output back to the input grid or to the ``out_size`` grid of the same kind
     (:func:`output_points`), both by linear interpolation along each axis.  A node grid (both axes) takes the
-    bilinear resampling with aligned corners itself: the same points, and the same numbers as before."""
+    bilinear resampling with aligned corners itself: the same points, and the same numbers as before.  Built with
+    ``size`` the ``out_size`` of a model, :meth:`inward` and :meth:`coords` give the output grid of the input's kind
+    (:func:`to_grid_of_kind`)."""
 
     def __init__(self, coords: Tensor, size: int):
         self.size = size
         self.cx, self.cy = coords[0, :, 0, 0], coords[0, 0, :, 1]
         self.px, self.py = axis_points(self.cx, size), axis_points(self.cy, size)
-        (px_, cx_), (py_, cy_) = axis_kind(self.cx), axis_kind(self.cy)
-        self.node = ~(px_ | cx_) & ~(py_ | cy_)
+        self.node = node_grid(coords)
 
     def _pick(self, bilinear: Tensor, points: Tensor) -> Tensor:
         return torch.where(self.node, bilinear, points)
@@ -149,24 +147,39 @@ class InternalGrid:
         return self._pick(resize2d(y, target), to_points(y, self.px, self.py, qx, qy))
 
 
+def to_grid_of_kind(y: Tensor, coords: Tensor, size: int) -> Tensor:
+    """``y`` (batch, H, W, C) on the grid of ``coords`` -> (batch, size, size, C) on the ``size x size`` grid of the
+    same kind (:func:`output_points`: cell centres (j + 1/2) / size, periodic j / size, node grids ``size`` points
+    evenly from the first to the last coordinate), by :meth:`InternalGrid.inward`; ``y`` itself when it is already
+    ``size x size``.  Every input grid of one kind then gives the same output points, whatever its resolution.
+    (A bilinear resampling with aligned corners put the output's outermost points on the input's, which on a cell or
+    periodic grid move with the input grid: 1/34 and 1/66 for a 17 and a 33 cell grid, against 1/16 for the 8 x 8
+    cell grid's first centre.)  A node grid keeps that resampling, to the last bit."""
+    if tuple(y.shape[1:3]) == (size, size):
+        return y
+    return InternalGrid(coords, size).inward(y)
+
+
 def patched_input(cfg, x: Tensor, coords: Tensor, patch: int):
-    """(output grid, [input, coords] on ``cfg.grid_size``'s :class:`InternalGrid` and padded to a multiple of
-    ``patch``, the unpadded height and width, the internal grid or None) for the patch-based models and U-Net
-    (whose ``patch`` is 2**levels)."""
+    """([input, coords] on ``cfg.grid_size``'s :class:`InternalGrid` and padded to a multiple of ``patch``, the
+    unpadded height and width, the internal grid or None) for the patch-based models and U-Net (whose ``patch`` is
+    2**levels)."""
     from ..nn.patch import pad_to_multiple
 
-    grid_out = output_grid(cfg, x.shape[1:3])
     internal = None
     if cfg.grid_size is not None:
         internal = InternalGrid(coords, cfg.grid_size)
         x, coords = internal.inward(x), internal.coords(coords)
     x = torch.cat((x, coords), dim=-1)
-    return grid_out, pad_to_multiple(x, patch), x.shape[1], x.shape[2], internal
+    return pad_to_multiple(x, patch), x.shape[1], x.shape[2], internal
 
 
-def from_internal(cfg, y: Tensor, grid_out: tuple[int, int], internal: Optional[InternalGrid]) -> Tensor:
-    """A model's output ``y`` back to its output grid: from the internal grid (``grid_size``) by
-    :meth:`InternalGrid.outward`, else by :func:`to_output_grid`."""
+def from_internal(cfg, y: Tensor, coords: Tensor, internal: Optional[InternalGrid]) -> Tensor:
+    """A model's output ``y`` to its output grid: from the internal grid (``grid_size``) by
+    :meth:`InternalGrid.outward`; else ``y`` is on the input grid of ``coords``, and goes to the ``out_size`` grid
+    of its kind by :func:`to_grid_of_kind` (or stays there without ``out_size``)."""
     if internal is not None:
         return internal.outward(y, cfg.out_size)
-    return to_output_grid(y, grid_out)
+    if cfg.out_size is None:
+        return y
+    return to_grid_of_kind(y, coords, cfg.out_size)

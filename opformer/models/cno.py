@@ -15,10 +15,15 @@ Resolution rules: with ``grid_size`` the network runs on the ``grid_size x grid_
 2**levels): an input on any grid is resampled there by Fourier modes and the output back to the output grid the
 same way, so the model is one operator on band-limited functions at every resolution (the CNO's claim; exact for
 inputs band-limited to the internal grid).  A grid of cell centres (i + 1/2) / n is resampled to the internal grid's
-cell centres (j + 1/2) / grid_size (:func:`cell_shift`); periodic and node grids are read as the points i / n.
-Without it, the input grid (any H, W >= 2) is padded at the end of each axis by replication to a multiple of
-2**levels and cropped back.  ``out_size``: a square output grid
-(bilinear, node grids corner to corner).
+cell centres (j + 1/2) / grid_size (:func:`cell_shift`), a periodic grid is read as the points i / n.  A node grid
+(both axes; its points i / (n - 1) hold both ends, so it is no period) stays a node grid: it is resampled linearly
+to the internal node grid, grid_size points from its first to its last point, and the output back, as
+``_grid2d.InternalGrid`` does (read as the periodic points i / n, the node points moved with the input grid, and
+the jump between the two ends rang through the Fourier resampling).  A grid with one node axis and one of another
+kind takes the Fourier resampling (its node axis read as i / n).  Without ``grid_size``, the input grid (any H, W >= 2)
+is padded at the end of each axis by replication to a multiple of 2**levels and cropped back.  ``out_size``: a
+square output grid of the input grid's kind (cell, periodic or node), to which the output on the input grid is
+resampled linearly (``_grid2d.to_grid_of_kind``).
 """
 
 from __future__ import annotations
@@ -31,9 +36,10 @@ import torch
 
 from ..nn.activations import ACTIVATIONS
 from ..nn.alias_free import AliasFreeActivation2d, fourier_resample2d
+from ..nn.cinn import resize2d
 from ..nn.conditional import ConditionalAffine
 from ..nn.patch import crop, pad_to_multiple
-from ._grid2d import axis_kind, check_common, output_grid, to_output_grid
+from ._grid2d import axis_kind, check_common, node_grid, to_grid_of_kind
 from .base import _CHANNELS_HELP, OperatorModel, _choice, _positive_int, _time_help
 
 __all__ = ["CNOConfig", "CNO"]
@@ -64,9 +70,11 @@ class CNOConfig:
         "res_blocks": "residual blocks at the coarsest level",
         "activation": "activation, applied alias-free: relu, gelu or silu",
         "up": "upsampling factor of the alias-free activations (activate on an up times finer grid, then filter)",
-        "grid_size": "side of the internal grid the input is resampled to by Fourier modes and the output back from, "
-                     "a multiple of 2**levels (null: the input grid, padded)",
-        "out_size": "side of a square output grid, resampled bilinearly (null: the input grid)",
+        "grid_size": "side of the internal grid the input is resampled to by Fourier modes (a node grid: linearly, "
+                     "to a node grid) and the output back from, a multiple of 2**levels (null: the input grid, "
+                     "padded)",
+        "out_size": "side of a square output grid of the input grid's kind (cell, periodic or node), resampled "
+                    "linearly (null: the input grid)",
         "time_conditioning": _time_help("a lead-time scale and shift after each block's convolution"),
     }
 
@@ -89,9 +97,10 @@ class CNOConfig:
 def cell_shift(coords: Tensor, size: int) -> tuple[Tensor, Tensor]:
     """The :func:`~opformer.nn.alias_free.fourier_resample2d` shift, per axis, that takes a grid of ``coords``
     (batch or 1, H, W, 2) to the internal ``size`` grid at the same points of the period: 1 / (2 size) - 1 / (2 n)
-    on a cell axis (centres (i + 1/2) / n to (j + 1/2) / size), 0 on any other (read as i / n, as always).  Without
-    it a cell grid was read as if its points were i / n, half a cell off, and the internal grid moved with the
-    input grid (by 1/34 - 1/32 of the period for 17 points to 16, 1/66 - 1/32 for 33)."""
+    on a cell axis (centres (i + 1/2) / n to (j + 1/2) / size), 0 on any other (read as i / n; a node grid takes
+    the linear resampling instead, see the module).  Without it a cell grid was read as if its points were i / n,
+    half a cell off, and the internal grid moved with the input grid (by 1/34 - 1/32 of the period for 17 points
+    to 16, 1/66 - 1/32 for 33)."""
     out = []
     for c in (coords[0, :, 0, 0], coords[0, 0, :, 1]):
         _, cell = axis_kind(c)
@@ -158,13 +167,14 @@ class CNO(OperatorModel):
     def _forward(self, x: Tensor, coords: Tensor, lead_time: Optional[Tensor]) -> Tensor:
         cfg = self.config
         h, w = x.shape[1], x.shape[2]
-        grid_out = output_grid(cfg, (h, w))
-        shift = None
+        shift, node = None, None
         if cfg.grid_size is not None:
             g = cfg.grid_size
             if (h, w) != (g, g):
                 shift = cell_shift(coords, g)
-            v = fourier_resample2d(x, g, shift=shift)
+            # a node grid to the internal node grid linearly, any other by Fourier modes (chosen on the device)
+            node = node_grid(coords)
+            v = torch.where(node, resize2d(x, g), fourier_resample2d(x, g, shift=shift))
         else:
             v = pad_to_multiple(x, 2**cfg.levels)
         v = self.lift(v.permute(0, 3, 1, 2), lead_time)
@@ -182,5 +192,7 @@ class CNO(OperatorModel):
         y = self.project(v).permute(0, 2, 3, 1)
         if cfg.grid_size is not None:
             back = None if shift is None else (-shift[0], -shift[1])
-            return to_output_grid(fourier_resample2d(y, (h, w), shift=back), grid_out)
-        return to_output_grid(crop(y, h, w), grid_out)
+            y = torch.where(node, resize2d(y, (h, w)), fourier_resample2d(y, (h, w), shift=back))
+        else:
+            y = crop(y, h, w)
+        return y if cfg.out_size is None else to_grid_of_kind(y, coords, cfg.out_size)

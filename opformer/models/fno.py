@@ -20,10 +20,10 @@ from typing import ClassVar, Optional
 import torch
 from torch import Tensor, nn
 
-from ..nn.cinn import resize2d
 from ..nn.activations import ACTIVATIONS, activation
 from ..nn.spectral import SpectralConv1d, SpectralConv2d
 from ..nn.conditional import ConditionalAffine
+from ._grid2d import InternalGrid
 from .base import _CHANNELS_HELP, TIME_CONDITIONING, OperatorModel, _choice, _positive_int, _time_help
 
 __all__ = ["FNO1dConfig", "FNO1d", "FNO2dConfig", "FNO2d"]
@@ -73,8 +73,10 @@ class FNO2dConfig(FNO1dConfig):
     """FNO2d; the defaults are the paper's baseline (2,368,001 parameters).
 
     ``out_size``: None (output on the input grid) or the side of a square output grid; then the input and its
-    coordinates are first resampled bilinearly to that grid and the FNO runs there (the paper's "FNO2d (only n_c)"
-    for the inverse problem).
+    coordinates are first resampled to that grid and the FNO runs there (the paper's "FNO2d (only n_c)" for the
+    inverse problem).  The output grid has the input grid's kind (cell centres, periodic or node points:
+    ``_grid2d.to_grid_of_kind``), so inputs of one kind at any resolution are read at the same points; a node grid
+    is resampled bilinearly with aligned corners, any other linearly along each axis.
     """
 
     width: int = 32
@@ -83,8 +85,8 @@ class FNO2dConfig(FNO1dConfig):
 
     FIELD_HELP: ClassVar[dict[str, str]] = {
         "modes": "lowest Fourier modes per axis kept by each spectral layer (fewer where the grid resolves fewer)",
-        "out_size": "side of a square grid the input is resampled to (bilinear) and the FNO runs and outputs on "
-                    "(null: the input grid)",
+        "out_size": "side of a square grid of the input grid's kind (cell, periodic or node) the input is "
+                    "resampled to (linearly) and the FNO runs and outputs on (null: the input grid)",
     }
 
     def __post_init__(self):
@@ -170,6 +172,8 @@ class FNO2d(_FNO):
             raise ValueError(f"FNO2d needs a grid of at least 2 x 2 points, got {grid[0]} x {grid[1]}")
 
     def _forward(self, x: Tensor, coords: Tensor, lead_time: Optional[Tensor]) -> Tensor:
-        if self.config.out_size is not None:
-            x, coords = resize2d(x, self.config.out_size), resize2d(coords, self.config.out_size)
+        size = self.config.out_size
+        if size is not None and tuple(x.shape[1:3]) != (size, size):
+            grid = InternalGrid(coords, size)  # the out_size grid of the input grid's kind
+            x, coords = grid.inward(x), grid.coords(coords)
         return self._run(x, coords, lead_time)

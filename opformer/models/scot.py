@@ -9,10 +9,15 @@ Optionally every window block is followed by a global Galerkin attention block (
 Resolution rules: any H x W grid with H, W >= patch_size.  The grid is padded at the end of each axis (replicating
 the last row/column) to a multiple of the patch, token grids that are not multiples of the window are padded and
 masked inside the attention, odd token grids get a zero token row/column before merging; everything is cropped
-back.  The model acts on the grid it is given (a finer grid means more tokens, each covering less of the domain);
-with ``grid_size`` set, the input is first resampled linearly to the ``grid_size x grid_size`` grid of the input
-grid's kind (cell, periodic or node: ``_grid2d.InternalGrid``) and the output back to the output grid, so one
-trained model evaluates at any resolution.  ``out_size`` sets a square output grid (bilinear).
+back.  A window larger than a stage's token grid is clamped to the grid's longer side (as Swin clamps it to the
+resolution of a square grid): the whole grid is then one window, without a shift, and a square grid is not padded
+up to the window (a 4 x 4 token grid with window 8 was one window of 64 tokens, 48 of them padding).  A token grid
+longer than the window along one axis keeps the window (the shorter axis padded and masked).  The model acts on
+the grid it is given (a finer grid means more tokens, each covering less of the domain); with ``grid_size`` set,
+the input is first resampled linearly to the ``grid_size x grid_size`` grid of the input grid's kind (cell,
+periodic or node: ``_grid2d.InternalGrid``) and the output back to the output grid, so one trained model evaluates
+at any resolution.  ``out_size`` sets a square output grid of the input grid's kind, resampled linearly
+(``_grid2d.to_grid_of_kind``).
 """
 
 from __future__ import annotations
@@ -73,7 +78,7 @@ class ScOTConfig:
         "embed_dim": "token width of the first stage, doubled at each later one (null: the size's)",
         "depths": "window blocks per stage, one entry per stage (null: the size's)",
         "num_heads": "attention heads per stage, one entry per stage (null: the size's)",
-        "window_size": "side of the attention windows, in tokens (null: the size's)",
+        "window_size": "side of the attention windows, in tokens, clamped to a stage's token grid (null: the size's)",
         "patch_size": "side of the patches, in grid points (null: the size's)",
         "mlp_ratio": "hidden width of the blocks' MLP over their width",
         "activation": "activation of the blocks' MLP: relu, gelu or silu",
@@ -84,7 +89,8 @@ class ScOTConfig:
         "grid_size": "side of a square grid the input is resampled to (linearly, a grid of the input grid's kind: "
                      "cell, periodic or node) and the model runs on, the output resampled back (null: the input "
                      "grid)",
-        "out_size": "side of a square output grid, resampled bilinearly (null: the input grid)",
+        "out_size": "side of a square output grid of the input grid's kind (cell, periodic or node), resampled "
+                    "linearly (null: the input grid)",
         "time_conditioning": _time_help("lead-time conditioned layer norms"),
     }
 
@@ -152,6 +158,14 @@ def _stage(cfg: ScOTConfig, s: int, conditioned: bool) -> nn.ModuleList:
     ])
 
 
+def _window(block: WindowBlock2d, t: Tensor) -> Optional[int]:
+    """The window of ``block`` on the token grid ``t`` (batch, H, W, d): None (its own) unless that is larger than
+    the grid's longer side, which it is clamped to; the grid is then one window, and a shifted block's shift of half
+    a window is none (:class:`~opformer.nn.window.WindowAttention2d` shifts no axis that holds a single window)."""
+    side = max(t.shape[1], t.shape[2])
+    return side if block.attn.window_size > side else None
+
+
 def _halve(pos: Tensor) -> Tensor:
     """Token coordinates of the merged grid: 2 x 2 means (odd grids padded by replication first)."""
     return patch_centres(pad_to_multiple(pos, 2), 2)
@@ -194,7 +208,7 @@ class ScOT(OperatorModel):
 
     def _forward(self, x: Tensor, coords: Tensor, lead_time: Optional[Tensor]) -> Tensor:
         cfg = self.config
-        grid_out, x, h, w, internal = patched_input(cfg, x, coords, cfg.patch)
+        x, h, w, internal = patched_input(cfg, x, coords, cfg.patch)
         c = x[..., -2:]
         t = self.embed(x, c)
         pos = patch_centres(c, cfg.patch)
@@ -203,13 +217,13 @@ class ScOT(OperatorModel):
             if s > 0:
                 t, pos = self.merges[s - 1](t, lead_time), _halve(pos)
             for block in blocks:
-                t = block(t, lead_time, pos)
+                t = block(t, lead_time, pos, _window(block, t))
             skips.append((t, pos))
         for s in reversed(range(len(self.decoder))):
             skip, pos = skips[s]
             t = crop(self.expands[s](t, lead_time), skip.shape[1], skip.shape[2])
             t = self.fuse[s](torch.cat((t, skip), dim=-1))
             for block in self.decoder[s]:
-                t = block(t, lead_time, pos)
+                t = block(t, lead_time, pos, _window(block, t))
         y = crop(self.recover(self.norm(t, lead_time)), h, w)
-        return from_internal(cfg, y, grid_out, internal)
+        return from_internal(cfg, y, coords, internal)

@@ -19,6 +19,7 @@ from ..nn.cinn import CiNNDownscaler2d, CiNNUpscaler2d, resize2d
 from ..nn.decoders import PointwiseDecoder, SpectralDecoder1d, SpectralDecoder2d
 from ..nn.activations import ACTIVATIONS
 from ..nn.encoder import Encoder
+from ._grid2d import InternalGrid, to_grid_of_kind, to_points
 from .base import _CHANNELS_HELP, EncoderConfig, OperatorModel, _choice, _positive_int, _rate
 
 __all__ = [
@@ -169,8 +170,8 @@ class Transformer2dConfig(EncoderConfig):
         **_CHANNELS_HELP,
         "coarse_size": "side of the attention grid, the coarse grid after the CiNN downscaler (null: "
                        "round(0.3 * (n - 1)) + 1 for an n x n input)",
-        "out_size": "side of the square output grid (null: the input grid; the inverse problem sets its target "
-                    "grid)",
+        "out_size": "side of the square output grid, of the input grid's kind (null: the input grid; the inverse "
+                    "problem sets its target grid)",
         "downscaler_activation": "activation of the CiNN downscaler (input grid -> attention grid)",
         "downscaler_dropout": "dropout after each convolution of the CiNN downscaler",
         "upscaler_activation": "activation of the CiNN upscaler (attention grid -> output grid)",
@@ -219,8 +220,13 @@ class Transformer2d(OperatorModel):
     ``input`` (batch, n_f, n_f, in_channels), ``coords`` (batch, n_f, n_f, 2) -> (batch, n_o, n_o, out_channels),
     ``n_o = out_size`` or ``n_f``.  The attention runs on the ``n_c x n_c`` coarse grid, whose coordinates are the
     bilinear restriction of ``coords`` (for the meshgrid of linspace(0, 1, n_f) that is exactly the meshgrid of
-    linspace(0, 1, n_c)); the decoder sees the coordinates of the output grid, restricted the same way.  Any fine
-    grid is accepted; with a fixed ``coarse_size`` the attention grid stays the same across resolutions.
+    linspace(0, 1, n_c)), and the upscaler's output sits at n_o points evenly from the input grid's first to its
+    last point per axis.  Without ``out_size`` those are the input grid's points.  With ``out_size`` the output grid
+    is the ``out_size`` grid of the input grid's kind (cell centres, periodic or node points:
+    ``_grid2d.to_grid_of_kind``), so inputs of one kind at any resolution give their output at the same points: the
+    upscaled features are interpolated linearly there (on a node grid they already are), and the decoder sees that
+    grid's coordinates and, with ``input_skip``, the input resampled to it.  Any fine grid is accepted; with a
+    fixed ``coarse_size`` the attention grid stays the same across resolutions.
 
     ``output_transform`` (attribute, default None): a callable applied to the decoder output before the Dirichlet
     ring is zeroed, e.g. the target normalizer's inverse, so that the boundary is zero in physical units as in the
@@ -293,10 +299,17 @@ class Transformer2d(OperatorModel):
         h = self.downscaler(x, n_c)  # (b, n_c, n_c, d)
         pos = resize2d(coords, n_c).reshape(b, n_c * n_c, 2)  # row-major, matches h's flattening
         h = self.encoder(h.reshape(b, n_c * n_c, d), pos, lead_time=lead_time).reshape(b, n_c, n_c, d)
-        h = self.upscaler(h, n_o)
-        extra = [resize2d(coords, n_o)] if self.config.spatial_fc else []
+        h = self.upscaler(h, n_o)  # at n_o points evenly from the input grid's first to its last point, per axis
+        grid = None
+        if n_o != n_f:  # out_size: the grid of the input grid's kind, which a node grid's points already are
+            grid = InternalGrid(coords, n_o)
+            span = resize2d(coords[:1], n_o)
+            h = torch.where(grid.node, h, to_points(h, span[0, :, 0, 0], span[0, 0, :, 1], grid.px, grid.py))
+        extra = []
+        if self.config.spatial_fc:
+            extra.append(resize2d(coords, n_o) if grid is None else grid.coords(coords))
         if self.config.input_skip:
-            extra.append(resize2d(x, n_o))
+            extra.append(to_grid_of_kind(x, coords, n_o))
         y = self.decoder(h, torch.cat(extra, -1) if extra else None)
         if self.output_transform is not None:
             y = self.output_transform(y)

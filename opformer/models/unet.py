@@ -12,7 +12,8 @@ row/column) to a multiple of 2**levels and cropped back.  The convolutions act o
 points, so a finer grid sees a smaller part of the domain): the model does not claim resolution transfer unless
 ``grid_size`` is set, which resamples the input linearly to the ``grid_size x grid_size`` grid of the input
 grid's kind (``_grid2d.InternalGrid``) and the output back.
-``out_size``: a square output grid (bilinear).
+``out_size``: a square output grid of the input grid's kind (cell, periodic or node: ``_grid2d.to_grid_of_kind``),
+resampled linearly, so inputs of one kind at any resolution give their output at the same points.
 """
 
 from __future__ import annotations
@@ -57,7 +58,8 @@ class UNetConfig:
         "grid_size": "side of a square grid the input is resampled to (linearly, a grid of the input grid's kind: "
                      "cell, periodic or node) and the network runs on, the output resampled back (null: the "
                      "input grid)",
-        "out_size": "side of a square output grid, resampled bilinearly (null: the input grid)",
+        "out_size": "side of a square output grid of the input grid's kind (cell, periodic or node), resampled "
+                    "linearly (null: the input grid)",
         "time_conditioning": _time_help("lead-time conditioned layer norms, or with norm none a lead-time scale "
                                         "and shift after each convolution"),
     }
@@ -132,7 +134,7 @@ class UNet(OperatorModel):
     def _forward(self, x: Tensor, coords: Tensor, lead_time: Optional[Tensor]) -> Tensor:
         cfg = self.config
         # [x, coords] on the internal grid (grid_size) and padded to a multiple of 2**levels, as the patch models'
-        grid_out, x, h, w, internal = patched_input(cfg, x, coords, 2**cfg.levels)
+        x, h, w, internal = patched_input(cfg, x, coords, 2**cfg.levels)
         feats = [self.inc(x, lead_time)]
         for block in self.down:
             pooled = self.pool(feats[-1].permute(0, 3, 1, 2)).permute(0, 2, 3, 1)
@@ -141,4 +143,4 @@ class UNet(OperatorModel):
         for i in reversed(range(cfg.levels)):
             y = self.up[i](y.permute(0, 3, 1, 2)).permute(0, 2, 3, 1)
             y = self.dec[i](torch.cat((y, feats[i]), dim=-1), lead_time)
-        return from_internal(cfg, crop(self.head(y), h, w), grid_out, internal)
+        return from_internal(cfg, crop(self.head(y), h, w), coords, internal)

@@ -12,7 +12,8 @@ last row/column) to a multiple of the patch and cropped back.  A finer grid give
 encoding is a function of the patch centres and "learned" is resampled bilinearly to the token grid, so the model
 runs at any resolution; with ``grid_size`` the input is resampled linearly to the ``grid_size x grid_size`` grid
 of the input grid's kind (``_grid2d.InternalGrid``) and the output back, for a fixed token grid.  ``out_size``: a
-square output grid (bilinear).
+square output grid of the input grid's kind (cell, periodic or node: ``_grid2d.to_grid_of_kind``), resampled
+linearly, so inputs of one kind at any resolution give their output at the same points.
 """
 
 from __future__ import annotations
@@ -70,7 +71,8 @@ class ViTConfig:
         "grid_size": "side of a square grid the input is resampled to (linearly, a grid of the input grid's kind: "
                      "cell, periodic or node) and the model runs on, the output resampled back (null: the input "
                      "grid)",
-        "out_size": "side of a square output grid, resampled bilinearly (null: the input grid)",
+        "out_size": "side of a square output grid of the input grid's kind (cell, periodic or node), resampled "
+                    "linearly (null: the input grid)",
         "time_conditioning": _time_help("lead-time conditioned layer norms, and per-head norms where the kind "
                                         "has them"),
     }
@@ -145,11 +147,11 @@ class ViT(OperatorModel):
 
     def _forward(self, x: Tensor, coords: Tensor, lead_time: Optional[Tensor]) -> Tensor:
         cfg = self.config
-        grid_out, x, h, w, internal = patched_input(cfg, x, coords, cfg.patch_size)
+        x, h, w, internal = patched_input(cfg, x, coords, cfg.patch_size)
         t = self.embed(x, x[..., -2:])
         b, hp, wp, d = t.shape
         v = t.reshape(b, hp * wp, d)
         for block in self.blocks:
             v = block(v, lead_time)
         y = self.recover(self.norm(v, lead_time).reshape(b, hp, wp, d))
-        return from_internal(cfg, crop(y, h, w), grid_out, internal)
+        return from_internal(cfg, crop(y, h, w), coords, internal)
