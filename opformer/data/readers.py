@@ -59,24 +59,142 @@ def _hdf5_datasets(h5) -> list[str]:
     return names
 
 
-_MATLAB_NOT_NUMERIC = ("char", "cell", "struct", "function_handle", "string")
+#: the MATLAB classes of real numbers; a logical variable is read as 0/1, as a boolean array of the other formats is
+_MATLAB_NUMERIC = ("double", "single", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+_MATLAB_REAL = (*_MATLAB_NUMERIC, "logical")
+#: MATLAB classes that hold no numbers, listed by ``data info`` as they are named (other classes, such as MATLAB
+#: objects of a class of their own, are listed as ``CLASS (a MATLAB object: cannot be read)``)
+_MATLAB_NOT_NUMERIC = ("char", "cell", "struct", "sparse", "object", "function", "function_handle", "opaque")
 
 
-def _matlab_class(dataset) -> str | None:
+def _matlab_class(obj) -> str | None:
     """The ``MATLAB_class`` attribute of a v7.3 MAT-file variable (``"double"``, ``"char"``, ...), or None."""
-    value = dataset.attrs.get("MATLAB_class")
+    value = obj.attrs.get("MATLAB_class")
     if value is None:
         return None
     return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
 
+def _matlab_type(cls: str, complex_values: bool = False) -> str:
+    """How ``data info`` lists a MATLAB variable of class ``cls``: the class (``complex double`` for complex values),
+    or, for a class that holds no numbers and has no name of its own here, ``CLASS (a MATLAB object: ...)``."""
+    if cls in _MATLAB_NUMERIC:
+        return f"complex {cls}" if complex_values else cls
+    if cls == "logical" or cls in _MATLAB_NOT_NUMERIC:
+        return cls
+    return f"{cls} (a MATLAB object: cannot be read)"
+
+
+def _mat_v5_complex(path: Path, count: int) -> list[bool]:
+    """Per variable of a v5 MAT-file, in file order: whether its array flags mark it complex (``whosmat`` does not
+    say so), read from the first bytes of each variable (decompressed where it is compressed), not its values;
+    all False where the file does not hold ``count`` variables as expected."""
+    import struct
+    import zlib
+
+    found: list[bool] = []
+    with open(path, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        fh.seek(126)
+        order = "<" if fh.read(2) == b"IM" else ">"
+        pos = 128
+        while pos + 8 <= size:
+            fh.seek(pos)
+            kind, nbytes = struct.unpack(order + "II", fh.read(8))
+            if kind == 15:  # miCOMPRESSED: a zlib stream of one miMATRIX element
+                try:
+                    head = zlib.decompressobj().decompress(fh.read(min(nbytes, 1024)), 20)[8:]
+                except zlib.error:
+                    head = b""
+            else:
+                head = fh.read(12)
+            # the element starts with its array flags (an 8-byte tag, then the flags; bit 11: complex)
+            found.append(len(head) >= 12 and bool(struct.unpack(order + "I", head[8:12])[0] & 0x800))
+            pos += 8 + nbytes
+    return found if len(found) == count else [False] * count
+
+
+def _mat_v5_variables(path: Path) -> list[tuple[str, tuple, str]]:
+    """``(name, shape, class)`` of the variables of a v4/v5 MAT-file, from their headers (no value is read): the
+    shapes as MATLAB gives them (a char row of 5 letters is (1, 5)), the class as :func:`_matlab_type` lists it."""
+    import scipy.io
+
+    try:
+        listed = scipy.io.whosmat(path, chars_as_strings=False)
+        complex_flags = ([False] * len(listed) if scipy.io.matlab.matfile_version(path)[0] != 1 else
+                         _mat_v5_complex(path, len(listed)))
+    except Exception as exc:  # noqa: BLE001 - scipy raises several types for corrupt files
+        raise DataError(f"{path}: cannot be read as a MATLAB file ({_first_line(exc)})") from None
+    return [(name, tuple(int(d) for d in shape), _matlab_type(cls, cplx))
+            for (name, shape, cls), cplx in zip(listed, complex_flags)]
+
+
+def _mat73_variables(h5) -> list[tuple[str, tuple, str]]:
+    """``(name, shape, class)`` of the variables of an open v7.3 MAT-file (shapes as MATLAB gives them, the class
+    as :func:`_matlab_type` lists it), without reading their values: a struct is listed, and then its fields as
+    ``struct/field`` (a key may name them); a sparse matrix is one variable; MATLAB's internals (``#refs#``,
+    ``#subsystem#``) are left out; a dataset without a MATLAB class is listed by its HDF5 type."""
+    found: list[tuple[str, tuple, str]] = []
+
+    def visit(group, prefix: str) -> None:
+        for name in group:
+            if name.startswith("#"):
+                continue
+            obj, key = group[name], prefix + name
+            cls = _matlab_class(obj)
+            if isinstance(obj, h5py.Group):
+                if "MATLAB_sparse" in obj.attrs:  # rows in the attribute, columns + 1 offsets in jc
+                    cols = obj["jc"].shape[0] - 1 if "jc" in obj and obj["jc"].shape else 0
+                    found.append((key, (int(np.asarray(obj.attrs["MATLAB_sparse"]).reshape(-1)[0]), cols), "sparse"))
+                elif cls is None:  # a plain HDF5 group
+                    visit(obj, key + "/")
+                else:
+                    found.append((key, (1, 1), _matlab_type(cls)))
+                    if cls == "struct":
+                        visit(obj, key + "/")
+            elif isinstance(obj, h5py.Dataset):
+                if obj.shape is None:  # h5py.Empty: a type and no values
+                    found.append((key, (), f"{cls or obj.dtype} (empty: no values)"))
+                elif int(np.asarray(obj.attrs.get("MATLAB_empty", 0)).reshape(-1)[0]):  # the values are its size
+                    found.append((key, (), f"{cls or obj.dtype} (empty: no values)"))
+                elif cls is None:
+                    found.append((key, tuple(obj.shape)[::-1], str(obj.dtype)))
+                else:
+                    complex_values = obj.dtype.names is not None and set(obj.dtype.names) == {"real", "imag"}
+                    found.append((key, tuple(obj.shape)[::-1], _matlab_type(cls, complex_values)))
+
+    visit(h5, "")
+    return found
+
+
+def _real_numbers(dtype: str) -> bool:
+    """Whether an array listed (by :func:`describe_arrays`) with this type holds real numbers the readers read."""
+    if dtype in _MATLAB_REAL:
+        return True
+    try:
+        return np.dtype(dtype).kind in "biuf"
+    except (TypeError, ValueError):
+        return False
+
+
+def _refuse_matlab(path, key: str, variables) -> None:
+    """Refuse the MATLAB variable ``key`` (one of ``variables``, ``(name, shape, class)``) unless it holds real
+    numbers, in one line naming the key, the file, its class and the numeric variables there are."""
+    listed = {name: dtype for name, _, dtype in variables}
+    dtype = listed.get(key)
+    if dtype is None or _real_numbers(dtype):
+        return
+    numeric = [name for name, _, d in variables if _real_numbers(d)]
+    there = f"numeric keys: {numeric}" if numeric else "the file holds no numeric variable"
+    if dtype.endswith("(empty: no values)"):
+        raise DataError(f"{path}: key {key!r} is an empty MATLAB variable (it holds no values); {there}")
+    cls = dtype.split(" (", 1)[0]
+    raise DataError(f"{path}: key {key!r} expected a real numeric array, found a MATLAB {cls} variable; {there}")
+
+
 def _check_hdf5_numeric(path, key: str, dataset) -> None:
-    """Refuse, before its values are read, an HDF5 dataset (or v7.3 MATLAB variable) that holds no real numbers:
-    complex, text, compound or reference types, MATLAB char/cell/struct variables (whose text MATLAB stores as
-    uint16 codes), as the other readers do."""
-    matlab = _matlab_class(dataset)
-    if matlab in _MATLAB_NOT_NUMERIC:
-        raise DataError(f"{path}: key {key!r} expected a real numeric array, found a MATLAB {matlab} variable")
+    """Refuse, before its values are read, an HDF5 dataset that holds no real numbers: complex, text, compound or
+    reference types, as the other readers do."""
     if dataset.dtype.kind not in "biuf":
         raise DataError(f"{path}: key {key!r} expected a real numeric array, found dtype {dataset.dtype}")
 
@@ -236,7 +354,13 @@ class _File:
                             f"finish the generation first"
                         )
                     self.coords = {k: h5[k][...] for k in ("x", "y", "t") if k in h5}
-                self._missing(_hdf5_datasets(h5))
+                if self.transposed:  # a v7.3 MAT-file: its variables and their MATLAB classes
+                    variables = _mat73_variables(h5)
+                    self._missing(name for name, _, _ in variables)
+                    for key in self.keys:
+                        _refuse_matlab(self.path, key, variables)
+                else:
+                    self._missing(_hdf5_datasets(h5))
                 self.shapes = {}
                 for key in self.keys:
                     if h5[key].shape is None:  # h5py.Empty: a dataset with a type and no values
@@ -251,14 +375,15 @@ class _File:
         import scipy.io
 
         refuse_empty_file(self.path, "a MATLAB file")
+        variables = _mat_v5_variables(self.path)  # the headers: a key that holds no numbers is refused unread
+        self._missing(name for name, _, _ in variables)
+        for key in self.keys:
+            _refuse_matlab(self.path, key, variables)
         try:
             data = scipy.io.loadmat(self.path, variable_names=list(self.keys))
         except Exception as exc:  # scipy raises several types for corrupt files
-            raise DataError(f"{self.path}: cannot be read as a MATLAB file ({exc})") from exc
-        names = [k for k in data if not k.startswith("__")]
-        if any(k not in names for k in self.keys):
-            names = [entry[0] for entry in scipy.io.whosmat(self.path)]
-            self._missing(names)
+            raise DataError(f"{self.path}: cannot be read as a MATLAB file ({_first_line(exc)})") from None
+        self._missing([k for k in data if not k.startswith("__")])
         self._set_memory({k: data[k] for k in self.keys})
 
     def _load_npz(self) -> None:
@@ -348,6 +473,21 @@ def _beyond_float32_rows(block: np.ndarray) -> np.ndarray:
     return (np.abs(block.reshape(block.shape[0], -1)) > _F32_MAX).any(axis=1)
 
 
+def _method(header: dict) -> str | None:
+    """How the samples of an opformer file were computed: its ``method`` attribute, or, for a file without one, the
+    current method where that computes the same samples (None where it does not or the problem is not known)."""
+    from ..pde.generate import RECIPES, method_of, same_method
+
+    stored, recipe = header["method"], header["recipe"]
+    if stored is None and recipe.get("problem") in RECIPES and same_method(recipe, None):
+        return method_of(recipe)
+    return stored
+
+
+def _shown_method(header: dict) -> str:
+    return f"generator {header['method']}" if header["method"] else "an earlier opformer"
+
+
 class ArraySource:
     """Named sample arrays of one data set, read by global sample index without loading everything.
 
@@ -410,6 +550,12 @@ class ArraySource:
                 raise DataError(f"{nxt.path}: samples [{b['start']}, {b['stop']}) overlap {prev.path} [{a['start']}, {a['stop']})")
             if b["start"] > a["stop"]:
                 raise DataError(f"{nxt.path}: starts at sample {b['start']} but {prev.path} stops at {a['stop']}; samples [{a['stop']}, {b['start']}) are missing")
+        methods = {f.path: _method(f.header) for f in files}
+        for f in files[1:]:
+            if methods[f.path] != methods[ref.path]:
+                raise DataError(f"{f.path}: its samples were computed by {_shown_method(f.header)}, those of "
+                                f"{ref.path} by {_shown_method(ref.header)}; shards must come from one version of "
+                                f"the generator: regenerate the older one")
         self._canonical = canonical_recipe(ref.header["recipe"])
 
     @staticmethod
@@ -476,7 +622,8 @@ class ArraySource:
 def describe_arrays(path) -> list[tuple[str, tuple, str]]:
     """``(name, shape, dtype)`` of every array in one file of any supported type, without reading the values (for
     ``opformer data info`` and key errors): HDF5 datasets by their full path (``group/name``), MATLAB variables
-    (v7.3 shapes as MATLAB gives them), the members of an ``.npz``, the tensors of a ``.pt`` dict."""
+    with their MATLAB class as the type (``double``, ``logical``, ``char``, ``cell``, ``struct``, ``complex
+    double``, ...; shapes as MATLAB gives them), the members of an ``.npz``, the tensors of a ``.pt`` dict."""
     path = Path(path)
     if path.is_dir():
         raise DataError(f"{path}: is a directory; give a data file (.h5, .npz, .pt, .mat)")
@@ -486,27 +633,24 @@ def describe_arrays(path) -> list[tuple[str, tuple, str]]:
     found: list[tuple[str, tuple, str]] = []
     if suffix in _HDF5_SUFFIXES or suffix == ".mat":
         refuse_empty_file(path, "a MATLAB file" if suffix == ".mat" else "HDF5")
-    if suffix in _HDF5_SUFFIXES or (suffix == ".mat" and h5py.is_hdf5(path)):
-        flip = suffix == ".mat"
+    if suffix == ".mat" and h5py.is_hdf5(path):
+        try:
+            with h5py.File(path, "r") as h5:
+                found = _mat73_variables(h5)
+        except OSError as exc:
+            raise DataError(f"{path}: cannot be read as HDF5 ({hdf5_detail(_first_line(exc))})") from None
+    elif suffix in _HDF5_SUFFIXES:
         try:
             with h5py.File(path, "r") as h5:
                 for name in _hdf5_datasets(h5):
                     if h5[name].shape is None:  # h5py.Empty: a type and no values
                         found.append((name, (), f"{h5[name].dtype} (empty: no values)"))
                         continue
-                    shape = tuple(h5[name].shape)
-                    matlab = _matlab_class(h5[name]) if flip else None
-                    dtype = matlab if matlab in _MATLAB_NOT_NUMERIC else str(h5[name].dtype)
-                    found.append((name, shape[::-1] if flip else shape, dtype))
+                    found.append((name, tuple(h5[name].shape), str(h5[name].dtype)))
         except OSError as exc:
             raise DataError(f"{path}: cannot be read as HDF5 ({hdf5_detail(_first_line(exc))})") from None
     elif suffix == ".mat":
-        import scipy.io
-
-        try:
-            found = [(name, tuple(shape), dtype) for name, shape, dtype in scipy.io.whosmat(path)]
-        except Exception as exc:  # noqa: BLE001 - scipy raises several types for corrupt files
-            raise DataError(f"{path}: cannot be read as a MATLAB file ({_first_line(exc)})") from None
+        found = _mat_v5_variables(path)
     elif suffix == ".npz":
         import zipfile
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ..config import one_line_warnings
 from ..interrupt import request_stop
-from .errors import DataError
+from .errors import DataError, RecipeError
 from .generate import BURGERS_R10, DARCY_R421, NS_FNO, RECIPES, SHEAR_LAYER, check_dataset, generate_dataset, make_recipe
 from .storage import not_a_file, partial_path
 
@@ -39,34 +39,22 @@ _FLAGS = {
     "t_final": "--t-final", "steps": "--steps", "solve_resolution": "--solve-resolution", "snapshots": "--snapshots",
     "domain": "--domain", "split": "--split", "grid": "--grid", "face": "--face", "solver": "--solver",
     "cfl": "--cfl", "dt": "--dt", "forcing": "--forcing", "grf.modes": "--modes", "grf.sigma": "--sigma",
-    "grf.tau": "--tau", "grf.gamma": "--gamma", "grf.alpha": "--alpha",
+    "grf.tau": "--tau", "grf.gamma": "--gamma", "grf.alpha": "--alpha", "high": "--high", "low": "--low",
 }
 
+# what a flag's 0 stands for where it sets a recipe key to null (a flag that is left out for null has no entry)
+_ZERO_MEANS = {"grf.modes": "all modes", "solve_resolution": "the output grid", "snapshots": "u(T) only"}
 
-def _in_flag_terms(message: str) -> str:
-    """A recipe check's message (``bad burgers recipe: grf.modes must be null or ...``) named by the flag that sets
-    the recipe key (``--modes: grf.modes must be 0 (all modes) or ...``; the key as ``data info`` prints the
-    recipe); other messages unchanged."""
-    import re
 
-    found = re.match(r"bad [\w-]+ recipe: (\S+)( .*)$", message, re.S)
-    if found is None:
-        return message
-    key, rest = found.groups()
-    if key == "the" and "high and low" in rest:
-        return f"--high, --low: the{rest}"
-    flag = _FLAGS.get(key)
+def _in_flag_terms(exc: DataError) -> str:
+    """A refused recipe value (:class:`RecipeError`) named by the flag that sets it, then the recipe key as ``data
+    info`` prints the recipe (``--modes: grf.modes must be 0 (all modes) or an integer in [1, 31] (below the
+    Nyquist mode of the --resolution and --solve-resolution grids), found 40``); other errors as they are."""
+    flag = _FLAGS.get(exc.key) if isinstance(exc, RecipeError) else None
     if flag is None:
-        return message
-    if flag in ("--modes", "--solve-resolution"):  # the flags' 0 is the recipe's null
-        rest = rest.replace("must be null or ", "must be 0 (" + ("all modes" if flag == "--modes" else
-                                                               "the output grid") + ") or ")
-    elif flag == "--dt":
-        rest = rest.replace("must be null or > 0", "must be > 0")
-    elif flag == "--snapshots":
-        rest = rest.replace(" (or absent)", "")
-    rest = rest.replace("of the output and solve grids", "of the --resolution and --solve-resolution grids")
-    return f"{flag}: {key}{rest}"
+        return str(exc)
+    zero = f"0 ({_ZERO_MEANS[exc.key]}) or " if exc.nullable and exc.key in _ZERO_MEANS else ""
+    return f"{flag}: {exc.key} must be {zero}{exc.allowed_text(_FLAGS)}, found {exc.value!r}"
 
 
 def _shown(value) -> str:
@@ -208,7 +196,7 @@ def _generate(args, recipe: dict) -> int:
             path = generate_dataset(recipe, args.out, start=args.start, stop=args.stop, workers=args.workers,
                                     progress=not args.no_progress, device=getattr(args, "device", None))
     except DataError as exc:
-        print(f"opformer: error: {_in_flag_terms(str(exc))}", file=sys.stderr)
+        print(f"opformer: error: {_in_flag_terms(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"interrupted: the finished samples are kept in {args.out}.partial; run the same command to resume",
@@ -233,7 +221,7 @@ def _run_burgers(args) -> int:
             snapshots=args.snapshots or None,
         )
     except DataError as exc:
-        print(f"opformer: error: {_in_flag_terms(str(exc))}", file=sys.stderr)
+        print(f"opformer: error: {_in_flag_terms(exc)}", file=sys.stderr)
         return 2
     return _generate(args, recipe)
 
@@ -246,7 +234,7 @@ def _run_darcy(args) -> int:
             grf={"alpha": args.alpha, "tau": args.tau},
         )
     except DataError as exc:
-        print(f"opformer: error: {_in_flag_terms(str(exc))}", file=sys.stderr)
+        print(f"opformer: error: {_in_flag_terms(exc)}", file=sys.stderr)
         return 2
     return _generate(args, recipe)
 
@@ -265,7 +253,7 @@ def _run_navier_stokes(args) -> int:
     try:
         recipe = make_recipe(args.ic, **overrides)
     except DataError as exc:
-        print(f"opformer: error: {_in_flag_terms(str(exc))}", file=sys.stderr)
+        print(f"opformer: error: {_in_flag_terms(exc)}", file=sys.stderr)
         return 2
     return _generate(args, recipe)
 
@@ -344,13 +332,15 @@ def _unreadable(shape: tuple, dtype: str) -> str | None:
         kind = "f"
     elif dtype.startswith("[("):  # a structured type (named fields)
         kind = "V"
-    elif dtype in ("char", "cell", "struct", "sparse", "object", "function_handle", "opaque"):
+    elif dtype in ("char", "cell", "struct", "sparse", "object", "function", "function_handle", "opaque"):
         kind = "O" if dtype == "object" else "V"
+    elif dtype == "bfloat16":  # a torch type numpy does not name, read as float64
+        kind = "f"
     else:
         try:
             kind = np.dtype(dtype).kind
-        except (TypeError, ValueError):
-            return None
+        except (TypeError, ValueError):  # no type of numbers ("complex double": a complex MATLAB variable)
+            kind = "V"
     if kind == "O":
         return "objects, not numbers: refused when read"
     if kind not in "biuf":

@@ -43,7 +43,7 @@ import numpy as np
 
 from ..interrupt import check_stop, clear_stop
 from . import burgers, darcy
-from .errors import DataError
+from .errors import DataError, RecipeError
 from .grf import grf1d_periodic, sample_rng
 from .storage import PROBLEM_KEYS, ShardWriter, no_space_reason, read_header, recipe_diff
 
@@ -150,7 +150,9 @@ class RecipeKind:
     Attributes:
         name: the ``problem`` value.
         defaults: the default recipe (its keys are the valid keys; nested dicts are overridden key by key).
-        validate: ``(recipe, need)`` checks the kind's own keys; ``need(cond, msg)`` raises a DataError.
+        validate: ``(recipe, need)`` checks the kind's own keys: ``need(cond, key, allowed, nullable=False)``
+            raises a :class:`RecipeError` naming the recipe key (dotted for a nested one), its value and what it
+            accepts (``need(cond, message)``: a plain DataError).
         compute: ``(recipe, indices, device) -> {key: (len(indices), *shape)}``, float64, a function of
             (recipe, index) per sample.
         layout: ``recipe -> (shapes, coords, compress)``: the per-sample shape of each stored key (input key
@@ -161,6 +163,11 @@ class RecipeKind:
             (so that adding an option does not change the stored recipes of existing files).
         shortcuts: the nested dict whose keys may also be given flat (``modes=20`` for ``grf={"modes": 20}``).
         devices: whether the solver runs on a torch device (``--device``).
+        method: the version of how the samples are computed, stored in each file as the attribute ``method``;
+            changed whenever a recipe's samples change, so that a ``FILE.partial`` begun by another version is not
+            resumed (its samples and the new ones would be mixed). None: never changed.
+        unmarked: ``recipe -> bool``: whether a file without the attribute (written before it was stored) holds
+            the samples this version computes for ``recipe``.
     """
 
     name: str
@@ -173,6 +180,8 @@ class RecipeKind:
     optional: dict = field(default_factory=dict)
     shortcuts: str | None = "grf"
     devices: bool = False
+    method: str | None = None
+    unmarked: Callable[[dict], bool] = lambda recipe: True
 
 
 RECIPES: dict[str, RecipeKind] = {}
@@ -234,15 +243,26 @@ def make_recipe(problem: str, **overrides) -> dict:
     return recipe
 
 
-def _validate(recipe: dict) -> None:
-    def need(cond: bool, msg: str) -> None:
-        if not cond:
-            raise DataError(f"bad {recipe['problem']} recipe: {msg}")
+def _value(recipe: dict, key: str):
+    """The value of a recipe key, dotted for a nested one (``"grf.modes"``); None where it is absent."""
+    value = recipe
+    for part in key.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
 
-    need(isinstance(recipe["n_samples"], int) and recipe["n_samples"] >= 1, f"n_samples must be a positive integer, found {recipe['n_samples']!r}")
+
+def _validate(recipe: dict) -> None:
+    def need(cond: bool, key: str, allowed: str | None = None, *, nullable: bool = False) -> None:
+        if cond:
+            return
+        if allowed is None:  # a message of its own, not about one key
+            raise DataError(f"bad {recipe['problem']} recipe: {key}")
+        raise RecipeError(recipe["problem"], key, _value(recipe, key), allowed, nullable=nullable)
+
+    need(_is_int(recipe["n_samples"]) and recipe["n_samples"] >= 1, "n_samples", "a positive integer")
     need(_is_int(recipe["seed"]) and 0 <= recipe["seed"] < 2**64,  # stored as an HDF5 integer attribute
-         f"seed must be a non-negative integer below 2^64, found {recipe['seed']!r}")
-    need(recipe["dtype"] in ("float64", "float32"), f"dtype must be 'float64' or 'float32', found {recipe['dtype']!r}")
+         "seed", "a non-negative integer below 2^64")
+    need(recipe["dtype"] in ("float64", "float32"), "dtype", "'float64' or 'float32'")
     _kind(recipe["problem"]).validate(recipe, need)
 
 
@@ -254,10 +274,11 @@ def _is_number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def _need_positive(need, values: dict) -> None:
-    """``need`` each of ``values`` ({recipe key: value}) to be a finite number > 0, naming the key and the value."""
-    for key, v in values.items():
-        need(_is_number(v) and math.isfinite(v) and v > 0, f"{key} must be a finite number > 0, found {v!r}")
+def _need_positive(need, recipe: dict, keys, above: float = 0.0) -> None:
+    """``need`` each of the recipe ``keys`` (dotted for nested ones) to be a finite number > ``above``."""
+    for key in keys:
+        v = _value(recipe, key)
+        need(_is_number(v) and math.isfinite(v) and v > above, key, f"a finite number > {above:g}")
 
 
 def compute_samples(recipe: dict, indices, device: str | None = None) -> dict[str, np.ndarray]:
@@ -274,6 +295,18 @@ def compute_samples(recipe: dict, indices, device: str | None = None) -> dict[st
 
 def _layout(recipe: dict) -> tuple[dict, dict, tuple[str, ...]]:
     return _kind(recipe["problem"]).layout(recipe)
+
+
+def same_method(recipe: dict, stored: str | None) -> bool:
+    """Whether a file of ``recipe`` whose attribute ``method`` is ``stored`` (None: a file without it) holds the
+    samples this version computes: the same method, or no method stored where the samples have not changed."""
+    kind = _kind(recipe["problem"])
+    return stored == kind.method or (stored is None and kind.unmarked(recipe))
+
+
+def method_of(recipe: dict) -> str | None:
+    """The ``method`` attribute this version stores in the files of ``recipe`` (see :class:`RecipeKind`)."""
+    return _kind(recipe["problem"]).method
 
 
 def default_workers() -> int:
@@ -302,19 +335,26 @@ def _period(recipe: dict) -> float:
 
 def _burgers_validate(recipe: dict, need) -> None:
     res = recipe["resolution"]
-    need(isinstance(res, int) and res >= 8, f"resolution must be an integer >= 8, found {res!r}")
-    need(recipe["domain"] in ("2pi", "unit"), f"domain must be '2pi' or 'unit', found {recipe['domain']!r}")
-    _need_positive(need, {key: recipe[key] for key in ("nu", "t_final")})
-    need(isinstance(recipe["steps"], int) and recipe["steps"] >= 1, f"steps must be a positive integer, found {recipe['steps']!r}")
+    need(_is_int(res) and res >= 8, "resolution", "an integer >= 8")
+    need(recipe["domain"] in ("2pi", "unit"), "domain", "'2pi' or 'unit'")
+    _need_positive(need, recipe, ("nu", "t_final"))
+    need(_is_int(recipe["steps"]) and recipe["steps"] >= 1, "steps", "a positive integer")
     sr = recipe["solve_resolution"]
-    need(sr is None or (isinstance(sr, int) and 8 <= sr), f"solve_resolution must be null or an integer >= 8, found {sr!r}")
+    need(sr is None or (_is_int(sr) and 8 <= sr), "solve_resolution", "an integer >= 8", nullable=True)
+    # the covariance sigma^2 ((2 pi k)^2 + tau^2)^-gamma of modes k >= 1: a gamma <= 0 grows with k (the solver
+    # then ends in NaN); tau = 0 is a valid field
+    _need_positive(need, recipe, ("grf.sigma", "grf.gamma"))
+    tau = recipe["grf"]["tau"]
+    need(_is_number(tau) and math.isfinite(tau) and tau >= 0, "grf.tau", "a finite number >= 0")
+    need(_is_number(recipe["grf"]["mean"]) and math.isfinite(recipe["grf"]["mean"]), "grf.mean", "a finite number")
     modes = recipe["grf"]["modes"]
     kmax = (min(res, sr or res) + 1) // 2 - 1
-    need(modes is None or (isinstance(modes, int) and 1 <= modes <= kmax),
-         f"grf.modes must be null or an integer in [1, {kmax}] (below the Nyquist mode of the output and solve grids), found {modes!r}")
+    need(modes is None or (_is_int(modes) and 1 <= modes <= kmax), "grf.modes",
+         f"an integer in [1, {kmax}] (below the Nyquist mode of the {{resolution}} and {{solve_resolution}} grids)",
+         nullable=True)
     if "snapshots" in recipe:
-        need(_is_int(recipe["snapshots"]) and recipe["snapshots"] >= 1,
-             f"snapshots must be a positive integer (or absent), found {recipe['snapshots']!r}")
+        need(_is_int(recipe["snapshots"]) and recipe["snapshots"] >= 1, "snapshots", "a positive integer",
+             nullable=True)
 
 
 def _burgers_compute(recipe: dict, indices: list[int], device: str | None) -> dict[str, np.ndarray]:
@@ -341,9 +381,19 @@ def _burgers_layout(recipe: dict) -> tuple[dict, dict, tuple[str, ...]]:
     return {"a": (n,), "u": (n,)}, {"x": x}, ()
 
 
+def _burgers_unmarked(recipe: dict) -> bool:
+    """Files without the ``method`` attribute were written before output grids coarser than the solve grid held
+    the point values of the solve grid's interpolant (they held its modes below the output grid's Nyquist
+    frequency); on output grids at least as fine as the solve grid the samples were the same."""
+    sr = recipe["solve_resolution"]
+    return sr is None or recipe["resolution"] >= sr
+
+
 register_recipe(RecipeKind(
     name="burgers", defaults=BURGERS_R10, validate=_burgers_validate, compute=_burgers_compute,
     layout=_burgers_layout, chunk=lambda recipe, device: 32, keys=("a", "u"), optional={"snapshots": None},
+    method="burgers/2",  # 2: coarse output grids hold the point values of the solve grid's interpolant
+    unmarked=_burgers_unmarked,
 ))
 
 
@@ -352,14 +402,13 @@ register_recipe(RecipeKind(
 
 def _darcy_validate(recipe: dict, need) -> None:
     res = recipe["resolution"]
-    need(isinstance(res, int) and res >= 5, f"resolution must be an integer >= 5, found {res!r}")
-    need(recipe["split"] in DARCY_STREAMS, f"split must be one of {sorted(DARCY_STREAMS)}, found {recipe['split']!r}")
-    need(recipe["grid"] in ("cell", "node"), f"grid must be 'cell' or 'node', found {recipe['grid']!r}")
-    need(recipe["face"] in ("arithmetic", "harmonic"), f"face must be 'arithmetic' or 'harmonic', found {recipe['face']!r}")
-    need(recipe["solver"] in ("direct", "amg"), f"solver must be 'direct' or 'amg', found {recipe['solver']!r}")
-    need(recipe["high"] > 0 and recipe["low"] > 0, "the coefficient values high and low must be > 0")
-    # tau^(alpha - 1) scales the field: a negative tau flips its sign or makes it NaN
-    _need_positive(need, {f"grf.{key}": recipe["grf"][key] for key in ("alpha", "tau")})
+    need(_is_int(res) and res >= 5, "resolution", "an integer >= 5")
+    need(recipe["split"] in DARCY_STREAMS, "split", f"one of {sorted(DARCY_STREAMS)}")
+    need(recipe["grid"] in ("cell", "node"), "grid", "'cell' or 'node'")
+    need(recipe["face"] in ("arithmetic", "harmonic"), "face", "'arithmetic' or 'harmonic'")
+    need(recipe["solver"] in ("direct", "amg"), "solver", "'direct' or 'amg'")
+    # the coefficient values; tau^(alpha - 1) scales the field: a negative tau flips its sign or makes it NaN
+    _need_positive(need, recipe, ("high", "low", "grf.alpha", "grf.tau"))
 
 
 def _darcy_compute(recipe: dict, indices: list[int], device: str | None) -> dict[str, np.ndarray]:
@@ -393,20 +442,21 @@ register_recipe(RecipeKind(
 
 def _ns_validate(recipe: dict, need) -> None:
     res, sr = recipe["resolution"], recipe["solve_resolution"]
-    need(_is_int(res) and res >= 8, f"resolution must be an integer >= 8, found {res!r}")
-    need(_is_int(sr) and sr >= res and sr % res == 0,
-         f"solve_resolution must be a multiple of resolution={res}, found {sr!r}")
-    _need_positive(need, {key: recipe[key] for key in ("nu", "t_final")})
-    need(_is_int(recipe["snapshots"]) and recipe["snapshots"] >= 1, f"snapshots must be a positive integer, found {recipe['snapshots']!r}")
-    need(0 < recipe["cfl"] <= 1, f"cfl must be in (0, 1], found {recipe['cfl']!r}")
-    need(recipe["dt"] is None or recipe["dt"] > 0, f"dt must be null or > 0, found {recipe['dt']!r}")
-    need(recipe["forcing"] in ("fno", "none"), f"forcing must be 'fno' or 'none', found {recipe['forcing']!r}")
+    need(_is_int(res) and res >= 8, "resolution", "an integer >= 8")
+    need(_is_int(sr) and _is_int(res) and sr >= res and sr % res == 0, "solve_resolution",
+         f"a multiple of resolution={res}")
+    _need_positive(need, recipe, ("nu", "t_final"))
+    need(_is_int(recipe["snapshots"]) and recipe["snapshots"] >= 1, "snapshots", "a positive integer")
+    cfl, dt = recipe["cfl"], recipe["dt"]
+    need(_is_number(cfl) and 0 < cfl <= 1, "cfl", "in (0, 1]")
+    need(dt is None or (_is_number(dt) and math.isfinite(dt) and dt > 0), "dt", "> 0", nullable=True)
+    need(recipe["forcing"] in ("fno", "none"), "forcing", "'fno' or 'none'")
     if "grf" in recipe:
-        g = recipe["grf"]
-        need(g["scale"] > 0 and g["tau"] > 0 and g["gamma"] > 1, f"grf needs scale > 0, tau > 0, gamma > 1, found {g}")
+        _need_positive(need, recipe, ("grf.scale", "grf.tau"))
+        _need_positive(need, recipe, ("grf.gamma",), above=1.0)
     if "shear" in recipe:
-        sh = recipe["shear"]
-        need(sh["rho"] > 0 and _is_int(sh["modes"]) and sh["modes"] >= 1, f"shear needs rho > 0 and modes >= 1, found {sh}")
+        _need_positive(need, recipe, ("shear.rho",))
+        need(_is_int(recipe["shear"]["modes"]) and recipe["shear"]["modes"] >= 1, "shear.modes", "a positive integer")
 
 
 def _ns_initial(recipe: dict, index: int, m: int) -> np.ndarray:
@@ -487,13 +537,15 @@ def generate_dataset(
 ) -> Path:
     """Generate the samples ``start <= i < stop`` of ``recipe`` into the HDF5 file ``path``; return ``path``.
 
-    Resumes ``path.partial`` if an earlier run with the same recipe and range was interrupted; returns at once
+    Resumes ``path.partial`` if an earlier run with the same recipe and range was interrupted (and refuses one begun
+    by a version of the generator that computed other samples, see :class:`RecipeKind` ``method``); returns at once
     if ``path`` is already complete with the same recipe and range; raises :class:`DataError` if it exists
     with another recipe or range.
 
     Args:
         recipe: a recipe from :func:`make_recipe` (it is validated again).
-        path: the output file (written as ``path.partial`` and renamed when complete).
+        path: the output file (written as ``path.partial`` and renamed when complete); missing folders above it
+            are made once the request has been checked.
         start, stop: the global sample range of this shard (default: the whole data set ``[0, n_samples)``).
         workers: processes computing samples (default: all local cores, :func:`default_workers`); 1 computes in
             this process.
@@ -528,7 +580,8 @@ def generate_dataset(
     options = {"device": device} if device is not None else {}
 
     with ShardWriter(path, recipe, start=start, stop=stop, shapes=shapes, coords=coords, dtype=recipe["dtype"],
-                     compress=compress) as writer:
+                     compress=compress, method=method_of(recipe),
+                     same_method=lambda stored: same_method(recipe, stored)) as writer:
         if writer.complete:
             return writer.path
         pending = writer.pending()

@@ -8,6 +8,7 @@ Layout of one file (one *shard*: the samples with global indices ``start <= i < 
     /x [, /y]      (n,) float64             the grid coordinates (unit square / unit period)
     attrs: format="opformer-dataset/1", problem, recipe (JSON string), seed, opformer_version,
            start, stop, n_samples (the whole data set), complete (bool)
+           [, method: the version of how the samples were computed, where the recipe kind has one]
            [, checks (JSON string): facts about the samples stored when the file was finished]
 
 Every sample array is stored in chunks of one sample with a Fletcher-32 checksum, verified by HDF5 on every read;
@@ -160,8 +161,9 @@ def partial_path(path: str | os.PathLike) -> Path:
 
 def read_header(path: str | os.PathLike) -> dict:
     """The attributes of an opformer data file: ``problem, recipe (dict), seed, start, stop, n_samples, complete,
-    opformer_version``, plus ``n_done`` (the number of finished samples) and ``checks`` (the facts stored when the
-    file was finished, see :meth:`ShardWriter.finish`; ``None`` for files without them). Raises :class:`DataError` if the file is
+    opformer_version``, plus ``n_done`` (the number of finished samples), ``checks`` (the facts stored when the
+    file was finished, see :meth:`ShardWriter.finish`; ``None`` for files without them) and ``method`` (how the
+    samples were computed, see :class:`ShardWriter`; ``None`` for files without it). Raises :class:`DataError` if the file is
     missing or is not an opformer data file."""
     path = Path(path)
     if not path.exists():
@@ -201,7 +203,21 @@ def read_header(path: str | os.PathLike) -> dict:
         "opformer_version": str(attrs.get("opformer_version", "")),
         "n_done": n_done,
         "checks": json.loads(attrs["checks"]) if "checks" in attrs else None,
+        "method": _text(attrs["method"]) if "method" in attrs else None,
     }
+
+
+def _text(value) -> str:
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+
+def _remove_folders(folders: list[Path]) -> None:
+    """Remove the folders a failed start made (the deepest first), where they are still empty."""
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except OSError:
+            return
 
 
 class ShardWriter:
@@ -219,13 +235,19 @@ class ShardWriter:
     written sample flushed; a new writer with the same recipe and range resumes it.
 
     Args:
-        path: the final file name.
+        path: the final file name; the missing folders above it are made (as ``mkdir -p``) when ``FILE.partial``
+            is created, after every check, and removed again if that fails.
         recipe: the full recipe (JSON-serialisable dict with at least ``problem``, ``seed``, ``n_samples``).
         start, stop: the global sample range of this shard.
         shapes: the per-sample shape of each stored array (keys in order: input, target).
         coords: coordinate arrays to store (``x``, ``y``).
         dtype: the stored floating type.
         compress: keys to store with gzip compression (e.g. the piecewise-constant Darcy coefficient).
+        method: how the samples are computed (a version of the generator), stored as the attribute ``method``;
+            None stores none.
+        same_method: ``stored method (None: none stored) -> bool``: whether a ``FILE.partial`` with that method
+            holds the samples this writer would add; one that does not is refused rather than resumed (default:
+            the same method).
     """
 
     def __init__(
@@ -239,6 +261,8 @@ class ShardWriter:
         coords: dict[str, np.ndarray],
         dtype: str = "float64",
         compress: tuple[str, ...] = (),
+        method: str | None = None,
+        same_method=None,
     ):
         self.path = Path(path)
         self.partial = partial_path(self.path)
@@ -250,6 +274,8 @@ class ShardWriter:
         self.coords = coords
         self.dtype = np.dtype(dtype)
         self.compress = tuple(compress)
+        self.method = method
+        self.same_method = same_method or (lambda stored: stored == method)
         self.complete = False
         self._h5: h5py.File | None = None
         self._open()
@@ -273,6 +299,17 @@ class ShardWriter:
                 f"[{self.start}, {self.stop}). Use another output path, or delete {where} to regenerate."
             )
 
+    def _check_method(self, header: dict) -> None:
+        """Refuse to resume a ``FILE.partial`` begun by a version of the generator whose samples differ."""
+        stored = header["method"]
+        if self.same_method(stored):
+            return
+        by = ("an earlier opformer that computed this recipe's samples differently" if stored is None else
+              f"another version of the {header['problem']} generator ({stored}"
+              + (f"; this one is {self.method})" if self.method else ")"))
+        raise DataError(f"{self.partial}: was begun by {by}; resuming it would mix the two kinds of samples. Use "
+                        f"another output path, or delete {self.partial} to regenerate.")
+
     def _open(self) -> None:
         if self.path.exists():
             self._check_header(self.path, read_header(self.path))
@@ -285,6 +322,7 @@ class ShardWriter:
             # never delete it here: it may be locked by a generation still running in another process
             header = read_header(self.partial)
             self._check_header(self.partial, header)
+            self._check_method(header)
             self._check_writable(header)
             try:
                 self._h5 = h5py.File(self.partial, "r+")
@@ -305,19 +343,48 @@ class ShardWriter:
                 self._h5.close()
                 raise DataError(f"{self.partial}: key {key!r} expected shape {(n, *shape)}, found {found}; delete it to regenerate")
 
+    def _existing_folder(self) -> Path:
+        """The nearest folder above ``FILE`` that exists (its parent, or the folder below which the missing ones
+        will be made by :meth:`_make_folders`); a DataError where that is a file or where the folders cannot be made
+        there."""
+        parent = self.path.parent
+        folder = parent
+        while not folder.exists() and not folder.is_symlink() and folder != folder.parent:
+            folder = folder.parent
+        if not folder.is_dir():
+            what = "a file, not a directory" if folder.is_file() else "not a directory"
+            raise DataError(f"{self.path}: cannot write, {folder} is {what}")
+        if not os.access(folder, os.W_OK | os.X_OK):
+            if folder == parent:
+                raise DataError(f"{self.path}: cannot write, the directory {parent} is not writable; make it "
+                                f"writable or write elsewhere")
+            raise DataError(f"{self.path}: cannot make the directory {parent}, {folder} is not writable; make it "
+                            f"writable or write elsewhere")
+        return folder
+
+    def _make_folders(self) -> list[Path]:
+        """Make the missing folders above ``FILE`` (as ``mkdir -p``); returns those made, the deepest first."""
+        made = [p for p in [self.path.parent, *self.path.parent.parents] if not p.exists()]
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            _remove_folders(made)
+            raise DataError(f"{self.path}: cannot make the directory {self.path.parent} "
+                            f"({exc.strerror or _one_line(exc)})") from None
+        return made
+
     def _check_writable(self, header: dict | None) -> None:
         """Refuse, before any sample is computed, a shard whose samples could not be written or kept: the directory
-        (where ``FILE.partial`` is made, and renamed to ``FILE`` when complete) and, on a resume (``header``: the
-        header of ``FILE.partial``), ``FILE.partial`` itself must be writable."""
+        (where ``FILE.partial`` is made, and renamed to ``FILE`` when complete; for a new file, the nearest existing
+        folder above it, below which the missing ones are made) and, on a resume (``header``: the header of
+        ``FILE.partial``), ``FILE.partial`` itself must be writable."""
         parent = self.path.parent
+        if header is None:
+            self._existing_folder()
+            return
         if not parent.is_dir():
             what = "is a file" if parent.exists() else "does not exist"
             raise DataError(f"{self.path}: cannot write, the directory {parent} {what}")
-        if header is None:
-            if not os.access(parent, os.W_OK | os.X_OK):
-                raise DataError(f"{self.path}: cannot write, the directory {parent} is not writable; make it "
-                                f"writable or write elsewhere")
-            return
         kept = (f"run the same command again to resume ({header['n_done']} of {self.stop - self.start} samples are "
                 f"written and kept)")
         if not os.access(self.partial, os.W_OK):
@@ -329,16 +396,18 @@ class ShardWriter:
                             f"and {kept}")
 
     def _create(self) -> None:
-        self._check_writable(None)
+        folder = self._existing_folder()
         need = sum(int(np.prod(s)) for s in self.shapes.values()) * (self.stop - self.start) * self.dtype.itemsize
-        free = shutil.disk_usage(self.path.parent).free
+        free = shutil.disk_usage(folder).free
         if free < need:  # refused before the fill values take the disk (a disk other jobs may share)
             raise DataError(f"{self.partial}: cannot be created, the file needs about {need / 1e6:.1f} MB and its disk "
                             f"has {free / 1e6:.1f} MB free; free space or write elsewhere, or split the data with "
                             f"--start/--stop")
+        made = self._make_folders()  # as output paths are: the last step before the file itself
         try:
             h5 = h5py.File(self.partial, "w")
         except OSError as exc:
+            _remove_folders(made)
             raise DataError(f"{self.partial}: cannot be created ({_one_line(exc)})") from exc
         try:
             self._fill_new(h5)
@@ -348,6 +417,7 @@ class ShardWriter:
             except (OSError, RuntimeError, ValueError):
                 pass
             self.partial.unlink(missing_ok=True)  # created by this call, nothing computed yet
+            _remove_folders(made)
             reason = no_space_reason(exc)
             if reason:
                 raise DataError(f"{self.partial}: cannot be created, {reason} (the file needs about {need / 1e6:.1f} MB); "
@@ -370,6 +440,8 @@ class ShardWriter:
         h5.attrs["stop"] = self.stop
         h5.attrs["opformer_version"] = __version__
         h5.attrs["complete"] = False
+        if self.method is not None:
+            h5.attrs["method"] = self.method
         for key, shape in self.shapes.items():
             if key in self.compress:
                 kwargs = {"compression": "gzip", "compression_opts": 4, "shuffle": True}

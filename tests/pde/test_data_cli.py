@@ -58,8 +58,9 @@ def test_darcy_command_shards_and_split(tmp_path):
 def test_errors_are_reported_with_exit_status_2(tmp_path, capsys):
     assert _run(["data", "burgers", "--out", str(tmp_path / "x.h5"), "--resolution", "16"]) == 2
     assert "grf.modes" in capsys.readouterr().err
-    assert _run(["data", "darcy", "--out", str(tmp_path / "nodir" / "x.h5"), "--resolution", "9", "--samples", "1"]) == 2
-    assert "does not exist" in capsys.readouterr().err
+    (tmp_path / "afile").write_text("x")
+    assert _run(["data", "darcy", "--out", str(tmp_path / "afile" / "x.h5"), "--resolution", "9", "--samples", "1"]) == 2
+    assert "afile is a file" in capsys.readouterr().err
 
 
 def test_info_command_prints_recipe_and_progress(tmp_path, capsys):
@@ -175,8 +176,8 @@ def test_the_findings_are_stored_when_the_file_is_finished(tmp_path, capsys):
     assert "1 of 3 samples have a solution of the wrong sign" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("args, said", [(["--sigma", "nan"], "--sigma must be a finite number, got nan"),
-                                        (["--sigma", "inf"], "--sigma must be a finite number, got inf"),
+@pytest.mark.parametrize("args, said", [(["--sigma", "nan"], "--sigma: grf.sigma must be a finite number > 0, found nan"),
+                                        (["--sigma", "inf"], "--sigma: grf.sigma must be a finite number > 0, found inf"),
                                         (["--workers", "0"], "--workers must be >= 1, got 0")])
 def test_a_value_no_recipe_can_hold_is_named_by_its_flag(tmp_path, capsys, args, said):
     assert main(["data", "burgers", "--samples", "2", "--out", str(tmp_path / "b.h5"), *args]) == 2

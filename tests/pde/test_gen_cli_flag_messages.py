@@ -19,7 +19,7 @@ CASES = [
     (["burgers", "--start", "3"], "--start 3 --stop 3: a shard needs"),
     (["burgers", "--stop", "5"], "--start 0 --stop 5: a shard needs"),
     (["darcy", "--resolution", "3"], "--resolution: resolution must be an integer >= 5, found 3"),
-    (["darcy", "--resolution", "9", "--high", "-1"], "--high, --low: the coefficient values high and low must be > 0"),
+    (["darcy", "--resolution", "9", "--high", "-1"], "--high: high must be a finite number > 0, found -1.0"),
     (["navier-stokes", "--resolution", "16", "--cfl", "2"], "--cfl: cfl must be in (0, 1]"),
     (["navier-stokes", "--resolution", "16", "--dt", "-1"], "--dt: dt must be > 0, found -1.0"),
     (["navier-stokes", "--resolution", "16", "--solve-resolution", "24"],

@@ -132,8 +132,6 @@ def test_darcy_train_and_test_files_are_independent_draws(darcy_files):
 
 def test_unwritable_output_path_is_reported(tmp_path):
     recipe = make_recipe("burgers", **TINY)
-    with pytest.raises(DataError, match=r"no_such_dir.*does not exist"):
-        generate_dataset(recipe, tmp_path / "no_such_dir" / "b.h5", workers=1, progress=False)
     (tmp_path / "a_file").write_text("x")
     with pytest.raises(DataError, match="a_file"):
         generate_dataset(recipe, tmp_path / "a_file" / "b.h5", workers=1, progress=False)
