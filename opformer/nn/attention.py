@@ -157,10 +157,19 @@ def softmax_attention(
 
     Quadrature weights enter as a log-weight bias, softmax(s + log w) = w e^s / sum(w e^s), which reduces to the
     plain softmax for uniform weights.  A point of weight <= 0 (padding) gets no share at all, whatever its score.
+
+    Under ``torch.func`` transforms and forward-mode AD the math kernel is taken (torch's fused CPU kernel has no
+    forward derivative).  Its backward cannot be differentiated again either: for gradients of gradients run the
+    model inside ``torch.nn.attention.sdpa_kernel(SDPBackend.MATH)``.
     """
     mask = None
     if weights is not None:
         mask = _log_weights(weights, q.dtype)[:, None, None, :]
+    if transforms_active(q, k, v):
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        with sdpa_kernel(SDPBackend.MATH):
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=scale)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=scale)
 
 

@@ -156,3 +156,54 @@ def test_attention_alone_with_residual_hessian_vector_product():
     eps = 1e-5
     fd = (grad(x + eps * v)[1] - grad(x - eps * v)[1]) / (2 * eps)
     torch.testing.assert_close(hv, fd, rtol=1e-6, atol=1e-6 * float(fd.abs().max()))
+
+
+def test_softmax_kind_forward_mode_and_double_backward_with_the_math_kernel():
+    """The softmax kind under jvp takes the math kernel by itself; gradients of gradients need it asked for
+    (torch's fused CPU kernel has no derivative of its backward), and then match finite differences."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    layer = _layer("softmax")
+    x, pos, w = _inputs(1, True)
+    v = torch.randn_like(x)
+    f = lambda a: layer(a, pos, w)  # noqa: E731
+    _, t = torch.func.jvp(f, (x,), (v,))
+    eps = 1e-6
+    with torch.no_grad():
+        fd = (f(x + eps * v) - f(x - eps * v)) / (2 * eps)
+    torch.testing.assert_close(t, fd, rtol=1e-6, atol=1e-7)
+    with sdpa_kernel(SDPBackend.MATH):
+        xg, g = _grad(layer, x, pos, w, create_graph=True)
+        (hv,) = torch.autograd.grad(g, xg, v)
+    fd = (_grad(layer, x + 1e-5 * v, pos, w)[1] - _grad(layer, x - 1e-5 * v, pos, w)[1]) / 2e-5
+    torch.testing.assert_close(hv, fd, rtol=1e-6, atol=1e-6 * float(fd.abs().max()))
+
+
+@pytest.mark.parametrize("cfg,res", [("burgers-gt", 24), ("burgers-lt", 24), ("darcy-gt", 13),
+                                     ({"name": "scot", "in_channels": 1, "out_channels": 1}, 13),
+                                     ({"name": "cno", "in_channels": 1, "out_channels": 1}, 13)])
+def test_whole_models_hessian_vector_product_and_jvp(cfg, res):
+    """Whole models built from the presets: the Hessian-vector product of a squared output by double backward (the
+    fused functions' graph backward) against forward-over-reverse ``torch.func.jvp(torch.func.grad(...))``, under
+    which the layers take their plain path (finite differences of the gradient are no truth for deep ReLU models:
+    a kink within the step makes them jump); and forward mode (jvp) against reverse mode by <u, J v> = <J^T u, v>."""
+    from opformer.models import build_model
+    from opformer.models.registry import example_inputs
+
+    torch.manual_seed(0)
+    model = build_model(cfg).to(DT).eval()
+    x, c = example_inputs(model, batch=2, resolution=res, dtype=DT)
+    v = torch.randn(x.shape, dtype=DT, generator=torch.Generator().manual_seed(5))
+    loss = lambda a: model(a, c).square().sum()  # noqa: E731
+    xg = x.clone().requires_grad_(True)
+    (g,) = torch.autograd.grad(loss(xg), xg, create_graph=True)
+    (hv,) = torch.autograd.grad(g, xg, v)
+    _, hv_fwd = torch.func.jvp(torch.func.grad(loss), (x,), (v,))
+    assert hv.abs().max() > 0
+    torch.testing.assert_close(hv, hv_fwd, rtol=1e-9, atol=1e-9 * float(hv_fwd.abs().max()))
+    # forward mode against reverse mode: <u, J v> = <J^T u, v> for any u
+    y, t = torch.func.jvp(lambda a: model(a, c), (x,), (v,))
+    u = torch.randn(y.shape, dtype=DT, generator=torch.Generator().manual_seed(6))
+    xr = x.clone().requires_grad_(True)
+    (jtu,) = torch.autograd.grad(model(xr, c), xr, u)
+    torch.testing.assert_close((u * t).sum(), (jtu * v).sum(), rtol=1e-10, atol=0.0)
