@@ -14,12 +14,13 @@ seen if the groups did not differ.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import statistics
 import sys
 from pathlib import Path
+
+from opformer.train.records import RecordError, read_json_object
 
 
 class ResultsError(Exception):
@@ -28,12 +29,9 @@ class ResultsError(Exception):
 
 def _load_metrics(path: Path) -> dict:
     try:
-        m = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise ResultsError(f"{path}: not a readable metrics.json ({str(exc).splitlines()[0]})") from None
-    if not isinstance(m, dict):
-        raise ResultsError(f"{path}: not a readable metrics.json (a JSON object is expected)")
-    return m
+        return read_json_object(path)
+    except RecordError as exc:
+        raise ResultsError(str(exc)) from None
 
 
 def rows(roots, unfinished: list | None = None):
@@ -77,7 +75,7 @@ def spread(roots, by_name: bool = False) -> int:
     groups: dict[str, list[tuple[str, float]]] = {}
     for run, m in _collected(roots):
         name = re.sub(r"-seed\d+$", "", run.name if by_name else str(run))
-        groups.setdefault(name, []).append((str(m.get("seed")), m["test_rel_l2"]))
+        groups.setdefault(name, []).append((_seed(run, m), m["test_rel_l2"]))
     print("| runs | seeds | test rel. L2 mean | std | values |")
     print("|---|---|---|---|---|")
     for name, vals in sorted(groups.items()):
@@ -162,18 +160,37 @@ def _num(value, spec: str) -> str:
     return format(value, spec) if isinstance(value, (int, float)) and not isinstance(value, bool) else "-"
 
 
-def _noise(run: Path) -> str:
+def _config(run: Path) -> dict:
+    """The run config ``opformer train`` wrote to the run's config.yaml ({} where there is none)."""
     cfg = run / "config.yaml"
     if not cfg.exists():
-        return ""
+        return {}
     import yaml
 
     try:
         data = yaml.safe_load(cfg.read_text())
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise ResultsError(f"{cfg}: not a readable config ({str(exc).splitlines()[0]})") from None
-    options = data.get("task_options") if isinstance(data, dict) else None
+    return data if isinstance(data, dict) else {}
+
+
+def _noise(run: Path) -> str:
+    options = _config(run).get("task_options")
     return str(options.get("noise", "")) if isinstance(options, dict) else ""
+
+
+def _seed(run: Path, m: dict) -> str:
+    """The run's seed: as its metrics.json records it (every training by `opformer train` does), else as its
+    config.yaml does (train.seed; a metrics.json written or trimmed by other means), else "unknown"."""
+    seed = m.get("seed")
+    if not _is_count(seed):
+        train = _config(run).get("train")
+        seed = train.get("seed") if isinstance(train, dict) else None
+    return str(seed) if _is_count(seed) else "unknown"
+
+
+def _is_count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 if __name__ == "__main__":

@@ -7,9 +7,10 @@ and with ``--plot PNG`` the error against time of every run, one panel per rollo
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
+
+from opformer.train.records import RecordError, read_json_object
 
 
 class RolloutsError(Exception):
@@ -18,12 +19,9 @@ class RolloutsError(Exception):
 
 def _read(path: Path) -> dict:
     try:
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise RolloutsError(f"{path}: not readable JSON ({str(exc).splitlines()[0]})") from None
-    if not isinstance(data, dict):
-        raise RolloutsError(f"{path}: a JSON object is expected")
-    return data
+        return read_json_object(path)
+    except RecordError as exc:
+        raise RolloutsError(str(exc)) from None
 
 
 def _records(root: Path) -> list[tuple[Path, dict, dict]]:

@@ -15,12 +15,12 @@ different epoch counts).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 from opformer.atomic import replacing
 from opformer.train.plots import read_run_history
+from opformer.train.records import RecordError, read_json_object
 
 
 def main(argv=None) -> int:
@@ -50,12 +50,9 @@ def main(argv=None) -> int:
             return 2
         metrics_path = run / "metrics.json"
         try:
-            info = json.loads(metrics_path.read_text()) if metrics_path.is_file() else {}
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
-            print(f"error: {metrics_path}: not a readable metrics.json ({str(exc).splitlines()[0]})", file=sys.stderr)
-            return 2
-        if not isinstance(info, dict):
-            print(f"error: {metrics_path}: not a readable metrics.json (a JSON object is expected)", file=sys.stderr)
+            info = read_json_object(metrics_path) if metrics_path.is_file() else {}
+        except RecordError as exc:
+            print(f"error: {exc}", file=sys.stderr)
             return 2
         test = info.get("test_rel_l2")
         minutes_per_epoch = None

@@ -31,6 +31,8 @@
 #   RUNS="ft85-scale1 fno ft-aug fno-aug gt-aug" bash scripts/darcy85.sh --threads 1   # D4 augmentation, with and without
 #
 # Extra arguments go to every `opformer train` (e.g. --seed 2, --threads 1).
+# A run that finished (its metrics.json is there) is not run again: run the script again after a stop and only the
+# unfinished runs train (add --resume to continue an interrupted one from its last checkpoint).
 # The inverse rows name --norm-scheme and --adam-beta2 where they ran with settings that are no longer the CPU
 # presets' defaults (post-LN and Adam beta2 0.98 since docs/results.md, Table 3), so each row keeps its meaning.
 set -euo pipefail
@@ -58,9 +60,14 @@ FT_BEFORE=(--d-model 128 --dim-feedforward 256 --dropout 0.05 --downscaler-dropo
            --scale sqrt --decoder-width 32)
 # every FT row before the decoder-width rows ran with the spectral decoder 32 wide; the task now makes it 64 from 64
 # to 85 a side for the Fourier-type model, so FT_BEFORE, FT85, FTS and the rows without them pin 32
+finished() {  # name: whether $OUT/name holds a finished run (said once, then left as it is)
+  [ -f "$OUT/$1/metrics.json" ] || return 1
+  echo "darcy85.sh: $OUT/$1 has finished (its metrics.json is there): not run again"
+}
 run() {  # name preset flags...
   local name=$1 preset=$2; shift 2
   case " ${RUNS:-$name} " in *" $name "*) ;; *) return 0 ;; esac
+  finished "$name" && return 0
   # every forward GT row but gt-decw64 ran with the spectral decoder 32 wide, before the task made it 64 from 64 to 85
   # a side for the Galerkin model too: they pin 32 (a row's own flags come after and win)
   local pin=()
@@ -71,6 +78,7 @@ ref() {  # name preset flags...: the reference package's network (scripts/refere
   # `opformer train preset` (its training settings; of its model only the attention grid), only when named in RUNS
   local name=$1 preset=$2; shift 2
   case " ${RUNS:-} " in *" $name "*) ;; *) return 0 ;; esac
+  finished "$name" && return 0
   python "$(dirname "$0")/reference_darcy.py" "$preset" --out "$OUT/$name" --no-progress "${ONE_RATE[@]}" "$@" \
     "${EXTRA[@]}"
 }

@@ -29,6 +29,7 @@ import h5py
 from opformer import load
 from opformer.tasks.artifact import LoadError
 from opformer.tasks.pretrained import PRETRAINED_DIR, check_samples, mean_rel_l2
+from opformer.train.records import RecordError, read_json_object
 
 
 def cpu_model() -> str:
@@ -57,11 +58,9 @@ def _inputs(a) -> tuple[Path, dict, dict]:
         raise InputError(f"RUN_DIR {a.run_dir}: no checkpoints/best.ckpt and metrics.json (an `opformer train --out` "
                          "directory of a finished run is expected; an interrupted run has no metrics.json)")
     try:
-        metrics = json.loads(metrics_path.read_text())
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise InputError(f"{metrics_path}: not a readable metrics.json ({str(exc).splitlines()[0]})") from None
-    if not isinstance(metrics, dict):
-        raise InputError(f"{metrics_path}: not a readable metrics.json (a JSON object is expected)")
+        metrics = read_json_object(metrics_path)
+    except RecordError as exc:
+        raise InputError(str(exc)) from None
     if not a.check_file.is_file():
         raise InputError(f"--check-file {a.check_file}: no such file")
     try:

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import argparse
 import glob
-import json
 import statistics
 import sys
 from pathlib import Path
 
 from opformer.atomic import replacing
+from opformer.train.records import RecordError, read_json_object
 
 
 def load_groups(specs: list[str]) -> dict[str, dict[str, list[float]]]:
@@ -35,10 +35,9 @@ def load_groups(specs: list[str]) -> dict[str, dict[str, list[float]]]:
             path = Path(run) / "metrics.json"
             if path.is_file():
                 try:
-                    value = json.loads(path.read_text()).get("test_rel_l2")
-                except (OSError, UnicodeDecodeError, ValueError, AttributeError) as exc:
-                    raise SystemExit(f"plot_seed_spread: {path}: not a readable metrics.json "
-                                     f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from None
+                    value = read_json_object(path).get("test_rel_l2")
+                except RecordError as exc:
+                    raise SystemExit(f"plot_seed_spread: {exc}") from None
                 if not isinstance(value, (int, float)) or isinstance(value, bool):
                     raise SystemExit(f"plot_seed_spread: {path} has no test_rel_l2 (not a finished training run?)")
                 values.append(value)

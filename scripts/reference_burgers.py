@@ -27,6 +27,7 @@ reference network: `opformer.load` cannot rebuild it (a note file in --out says 
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 import torch
@@ -107,15 +108,22 @@ def ours_from_reference(ref_state: dict, model_cfg: dict) -> dict:
     return out
 
 
+#: the reference package is not a dependency of opformer: how to install it, as --help says it and as the one line
+#: of a run without it says it
+INSTALL = "pip install --no-deps galerkin-transformer==0.2.1"
+NEEDS = f"Needs the paper's reference package galerkin-transformer (not a dependency of opformer):\n  {INSTALL}"
+NOT_INSTALLED = f"the paper's reference package galerkin-transformer is not installed; install it with: {INSTALL}"
+
+
 def main(argv: list[str]) -> int:
-    if not reference_available():
-        print("error: the reference package is not installed: pip install --no-deps galerkin-transformer==0.2.1",
-              file=sys.stderr)
-        return 2
     parser = pipeline_parser("reference_burgers.py")
+    parser.epilog, parser.formatter_class = NEEDS, argparse.RawDescriptionHelpFormatter  # the command on one line
     parser.add_argument("--init-only", action="store_true",
                         help="train our network from the reference network's initial weights")
-    args, rest = parser.parse_known_args(argv)
+    args, rest = parser.parse_known_args(argv)  # --help needs no reference package
+    if not reference_available():
+        print(f"{parser.prog}: error: {NOT_INSTALLED}", file=sys.stderr)
+        return 2
     bug = args.attn_dropout_bug
 
     def build_operator(model_cfg, normalizers, options):

@@ -23,6 +23,7 @@ checkpoints in --out hold the reference network: `opformer.load` cannot rebuild 
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 import yaml
@@ -83,14 +84,22 @@ class ReferenceDarcy(ReferenceNetwork):
         return self.net(x, None, self.pos.expand(b, -1, -1), grid)["preds"]
 
 
+#: the reference package is not a dependency of opformer: how to install it, as --help says it and as the one line
+#: of a run without it says it
+INSTALL = "pip install --no-deps galerkin-transformer==0.2.1"
+NEEDS = f"Needs the paper's reference package galerkin-transformer (not a dependency of opformer):\n  {INSTALL}"
+NOT_INSTALLED = f"the paper's reference package galerkin-transformer is not installed; install it with: {INSTALL}"
+
+
 def main(argv: list[str]) -> int:
-    if not reference_available():
-        print("error: the reference package is not installed: pip install --no-deps galerkin-transformer==0.2.1",
-              file=sys.stderr)
-        return 2
     parser = pipeline_parser("reference_darcy.py")
-    parser.add_argument("--reference", action="append", default=[], metavar="KEY=VALUE")
-    args, rest = parser.parse_known_args(argv)
+    parser.epilog, parser.formatter_class = NEEDS, argparse.RawDescriptionHelpFormatter  # the command on one line
+    parser.add_argument("--reference", action="append", default=[], metavar="KEY=VALUE",
+                        help="a field of the reference network's config to change (repeat)")
+    args, rest = parser.parse_known_args(argv)  # --help needs no reference package
+    if not reference_available():
+        print(f"{parser.prog}: error: {NOT_INSTALLED}", file=sys.stderr)
+        return 2
     overrides = {}
     for item in args.reference:
         if "=" not in item:

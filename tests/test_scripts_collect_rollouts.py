@@ -49,4 +49,4 @@ def test_a_broken_rollout_record_is_named_and_nothing_is_written(tmp_path, capsy
     assert not png.exists()
     (bad / "rollout.json").write_text("{")
     assert mod.main([str(tmp_path)]) == 2
-    assert "not readable JSON" in capsys.readouterr().err
+    assert "fno/rollout-direct/rollout.json: not a readable rollout.json" in capsys.readouterr().err

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import time
 from pathlib import Path
 from typing import Any, Iterator, Optional
@@ -13,6 +14,7 @@ from torch.utils.data import Sampler
 
 from ..atomic import replacing
 from ..interrupt import check_stop, deferred
+from .plots import history_parts
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -60,6 +62,65 @@ class FlushLoggersOnCheckpoint(L.Callback):
     def on_save_checkpoint(self, trainer, pl_module, checkpoint) -> None:
         for logger in trainer.loggers:
             logger.save()
+
+
+class ResumedHistory(L.Callback):
+    """Continue the CSV history of a resumed run without repeating an epoch: when the checkpoint is loaded (before
+    the resumed fit logs a row), the rows of the epochs that the checkpoint does not hold are dropped from the
+    earlier parts in ``logs`` (:func:`drop_rows_from`).  A run stopped after an epoch's validation was logged but
+    before that epoch's checkpoint was written (its output closed or Ctrl-C at the epoch's line) kept that
+    validation row, and the resumed run, which trains the epoch again, logged it a second time."""
+
+    def __init__(self, logs):
+        self.logs = Path(logs)
+
+    def on_load_checkpoint(self, trainer, pl_module, checkpoint) -> None:
+        if trainer.is_global_zero:
+            drop_rows_from(self.logs, first_epoch_to_train(checkpoint))
+
+
+def first_epoch_to_train(checkpoint: dict) -> int:
+    """The epoch a run resumed from ``checkpoint`` trains first: the epoch of the training loader's next pass (the
+    epoch the checkpoint was written in when it was written inside it), else the one after the checkpoint's."""
+    from .module import checkpoint_loader_state
+
+    state = checkpoint_loader_state(checkpoint)
+    if isinstance(state, dict) and isinstance(state.get("epoch"), int):
+        return state["epoch"]
+    return int(checkpoint.get("epoch", -1)) + 1
+
+
+def drop_rows_from(logs, epoch: int) -> list[Path]:
+    """Remove the rows of ``epoch`` and later epochs from every part of the history in ``logs``; returns the parts
+    rewritten.  A part is rewritten only when it loses a row, through a temporary file renamed over it (a kill leaves
+    the old part or the new one), its other lines as they were; a part left with its header only is kept, so that
+    the parts' numbers stay as they are."""
+    rewritten = []
+    for part in history_parts(logs):
+        with open(part, newline="") as fh:
+            lines = fh.read().splitlines(keepends=True)
+        if not lines:
+            continue
+        header = next(csv.reader([lines[0]]))
+        if "epoch" not in header:
+            continue
+        at = header.index("epoch")
+        kept = [lines[0]] + [line for line in lines[1:] if not _epoch_at_least(line, at, epoch)]
+        if len(kept) == len(lines):
+            continue
+        with replacing(part, "w", newline="") as fh:
+            fh.writelines(kept)
+        rewritten.append(part)
+    return rewritten
+
+
+def _epoch_at_least(line: str, at: int, epoch: int) -> bool:
+    """Whether the CSV row ``line`` is of ``epoch`` or a later epoch (a row with no epoch is not)."""
+    cells = next(csv.reader([line]), [])
+    try:
+        return int(float(cells[at])) >= epoch
+    except (IndexError, ValueError):
+        return False
 
 
 class EpochLine(L.Callback):

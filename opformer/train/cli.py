@@ -381,7 +381,7 @@ def _interrupted(out: str, how: str) -> str:
         if inside.get("batches"):  # written inside an epoch (checkpoint_every_n_steps): the resume goes on there
             epochs = f" (epoch {inside['epoch']}, after {inside['batches']} of its batches)"
         else:
-            epochs = f" (after {int(ck['epoch']) + 1} epochs)"
+            epochs = f" (after {_count(int(ck['epoch']) + 1, 'epoch')})"
     except Exception:  # noqa: BLE001 - the epoch is informative only
         epochs = ""
     return (f"{how}: the last checkpoint is {last}{epochs}; continue from it with the same command and --resume "

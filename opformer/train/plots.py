@@ -116,16 +116,22 @@ def read_metrics_csv(path) -> dict[str, list[tuple[int, float]]]:
     return out
 
 
+def history_parts(logs) -> list[Path]:
+    """The CSV parts of a run's history in ``logs`` in the order they were written: ``metrics-0.csv``,
+    ``metrics-1.csv``, ... (kept when the run was resumed) and then ``metrics.csv`` (a user's ``metrics-old.csv`` is
+    no part)."""
+    logs = Path(logs)
+    parts = sorted((p for p in logs.glob("metrics-*.csv") if p.stem.split("-", 1)[1].isdigit()),
+                   key=lambda p: int(p.stem.split("-", 1)[1]))
+    return parts + [p for p in [logs / "metrics.csv"] if p.exists()]
+
+
 def read_run_history(logs) -> dict[str, list[tuple[int, float]]]:
     """The epoch-level metrics of a run's ``logs`` directory over all its processes: the earlier parts
     (``metrics-0.csv``, ``metrics-1.csv``, ..., kept when a run is resumed) and then ``metrics.csv``, later rows of an
     epoch overriding earlier ones.  {metric: [(epoch, value), ...]} sorted by epoch; empty when there is no log."""
-    logs = Path(logs)
-    parts = sorted((p for p in logs.glob("metrics-*.csv") if p.stem.split("-", 1)[1].isdigit()),
-                   key=lambda p: int(p.stem.split("-", 1)[1]))  # (a user's metrics-old.csv is not a part)
-    parts += [p for p in [logs / "metrics.csv"] if p.exists()]
     history: dict[str, dict[int, float]] = {}
-    for part in parts:
+    for part in history_parts(logs):
         for key, rows in read_metrics_csv(part).items():
             history.setdefault(key, {}).update(dict(rows))
     return {key: sorted(rows.items()) for key, rows in history.items()}

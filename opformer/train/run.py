@@ -29,7 +29,8 @@ from torch.utils.data import BatchSampler, DataLoader, Dataset
 from .. import __version__
 from ..atomic import atomic_write_text, replacing, unwritable
 from ..interrupt import check_stop, ctrl_c_requests_stop
-from .callbacks import AtomicCheckpointIO, EpochLine, EpochShuffleSampler, FlushLoggersOnCheckpoint, StopOnRequest
+from .callbacks import (AtomicCheckpointIO, EpochLine, EpochShuffleSampler, FlushLoggersOnCheckpoint, ResumedHistory,
+                        StopOnRequest)
 from ..config import ConfigError, SettingError, TrainConfig, devices_value
 from ..data.datasets import has_batch, stack_samples, suspicious_samples
 from ..tasks.artifact import LoadError, Predictor, count_argument, load, make_artifact, read_checkpoint
@@ -947,7 +948,7 @@ def _trainer(t, out: Path, progress: bool, callbacks: list, logger=True, **extra
             L.pytorch.loggers.CSVLogger(out, name="logs", version=""),
             L.pytorch.loggers.TensorBoardLogger(out, name="logs", version="", default_hp_metric=False),
         ]
-        callbacks = callbacks + [FlushLoggersOnCheckpoint()]
+        callbacks = callbacks + [FlushLoggersOnCheckpoint(), ResumedHistory(out / "logs")]
     callbacks = callbacks + [StopOnRequest()]
     # the background writer copies the state on the training thread, then writes and fsyncs the file in its own
     # thread (one write at a time, in order); Lightning waits for the last one when fit ends (its teardown)
