@@ -11,7 +11,10 @@
 #   MODELS=gt EPOCHS=200 SEEDS="1127802 2 3 4" OUT=runs/table2a-e200-drop0 bash scripts/reproduce_table2a.sh --dropout 0.0
 # and at 300 epochs (below it on all three seeds, mean 0.820e-3 +- 0.108e-3):
 #   MODELS=gt EPOCHS=300 SEEDS="1127802 2 3" OUT=runs/table2a-e300-drop0 bash scripts/reproduce_table2a.sh --dropout 0.0
+# Run it again after a stop: finished runs are kept, a stopped one continues from its last checkpoint (--overwrite
+# among the arguments starts all afresh).
 set -euo pipefail
+. "$(dirname "$0")/lib.sh"
 RES=${RES:-512}
 SEEDS=${SEEDS:-1127802}
 EPOCHS=${EPOCHS:-100}
@@ -30,8 +33,7 @@ for seed in $SEEDS; do
   pids=(); names=()
   for m in gt ft; do  # the two attention models side by side
     has $m || continue
-    opformer train burgers-$m --resolution "$RES" --epochs "$EPOCHS" --seed "$seed" --out "$OUT/$m-$RES$sfx" \
-      --no-progress "$@" &
+    train_once "$OUT/$m-$RES$sfx" burgers-$m --resolution "$RES" --epochs "$EPOCHS" --seed "$seed" --no-progress "$@" &
     pids+=($!); names+=("$OUT/$m-$RES$sfx")
   done
   failed=()
@@ -43,7 +45,7 @@ for seed in $SEEDS; do
     exit 1
   fi
   if has fno; then
-    opformer train burgers-fno --resolution "$RES" --epochs "$EPOCHS" --seed "$seed" --out "$OUT/fno-$RES$sfx" --no-progress "$@"
+    train_once "$OUT/fno-$RES$sfx" burgers-fno --resolution "$RES" --epochs "$EPOCHS" --seed "$seed" --no-progress "$@"
   fi
 done
 for m in $MODELS; do

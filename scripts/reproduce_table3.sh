@@ -7,8 +7,10 @@
 #   MODE=cpu bash scripts/reproduce_table3.sh   # CPU-reduced: 85 fine -> 29 target, 256 samples, 10 epochs
 #       (the CPU presets train FT and GT with Adam beta2 0.98 and the GT with post-LN: docs/results.md, Table 3)
 #
-# Extra arguments go to every `opformer train`.
+# Extra arguments go to every `opformer train`.  Run it again after a stop: finished runs are kept, a stopped one
+# continues from its last checkpoint (--overwrite among the arguments starts all afresh).
 set -euo pipefail
+. "$(dirname "$0")/lib.sh"
 MODE=${MODE:-gpu}
 case $MODE in  # a misspelt MODE (CPU, cpu-reduced) would run the full GPU setting after making its data
   cpu|gpu) ;;
@@ -18,13 +20,13 @@ opformer data prepare darcy-inverse-gt
 if [ "$MODE" = cpu ]; then
   for eps in 0 0.01 0.1; do
     for p in darcy-inverse-ft-cpu darcy-inverse-gt-cpu darcy-inverse-fno-cpu; do
-      opformer train "$p" --noise "$eps" --out "runs/table3/$p-eps$eps" --no-progress "$@"
+      train_once "runs/table3/$p-eps$eps" "$p" --noise "$eps" --no-progress "$@"
     done
   done
   exit 0
 fi
 for eps in 0 0.01 0.1; do
   for p in darcy-inverse-ft-regular darcy-inverse-gt darcy-inverse-fno; do
-    opformer train "$p" --noise "$eps" --out "runs/table3/$p-eps$eps" --accelerator gpu --no-progress "$@"
+    train_once "runs/table3/$p-eps$eps" "$p" --noise "$eps" --accelerator gpu --no-progress "$@"
   done
 done
