@@ -1,9 +1,11 @@
 """Time-dependent tasks: learn the solution operator S(tau, u(t_i)) = u(t_i + tau) from trajectories (the lecture).
 
 Data: a trajectory array (samples, K+1, *grid[, 1]) under ``--keys KEY`` and its snapshot times: the file's
-``t`` array (opformer files store it), else ``--dt`` times the snapshot index.  Splits are by trajectory, never by
-pair, so no trajectory is in two splits; the normalizer (one mean and standard deviation for the field, valid at
-any resolution) is fitted on the training trajectories.
+``t`` array (opformer files store it), else ``--dt`` times the snapshot index.  Other layouts are read through
+``--time-axis`` (the axis of the snapshots, e.g. -1 for (samples, *grid, K)) and ``--initial-key`` (an array
+(samples, *grid) of the states at t = 0, put before the snapshots), one block of samples at a time.  Splits are
+by trajectory, never by pair, so no trajectory is in two splits; the normalizer (one mean and standard deviation
+for the field, valid at any resolution) is fitted on the training trajectories.
 
 Pairs: training uses ``--pairs all2all`` (every (t_i, t_j) with i < j, or i <= j with ``--include-zero``: (K^2+K)/2
 per trajectory) or ``one-at-a-time`` ((t_0, t_k), K per trajectory); validation and test are always the direct
@@ -18,7 +20,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import warnings
-from typing import Literal, Optional
+from typing import Literal, Optional, Union
 
 import numpy as np
 import torch
@@ -27,7 +29,7 @@ from torch import Tensor
 from ..config import ConfigError, OpformerWarning, opt
 from ..data.datasets import SplitArrays, UnitGaussianNormalizer, indices_on, make_splits, stride_for
 from ..data.readers import load_arrays, open_source
-from ..pde.errors import DataError
+from ..pde.errors import DataError, MissingKeyError
 from .base import Bundle, Operator, Task, grid_coords, register_task
 from .darcy import SCALABLE_2D
 
@@ -44,17 +46,208 @@ class TrajectoryOptions:
                           "H snapshots as channels -> the next one, rolled out recurrently", min=1)
     time_key: str = opt("t", "name of the snapshot times in the file: an array (K+1,) or an HDF5 attribute")
     dt: float = opt(1.0, "time between snapshots when the file stores no times", above=0.0)
+    time_axis: Union[int, Literal["last"]] = opt(1, "the axis of the trajectory array that holds the snapshots: 1 for "
+                                                    "(samples, K+1, *grid), -1 or last for (samples, *grid, K)")
+    initial_key: Optional[str] = opt(None, "an array (samples, *grid) of each trajectory's state at t = 0, put "
+                                           "before its snapshots, whose times must then all be > 0 (null: the "
+                                           "first snapshot is the initial state)")
 
     def __post_init__(self):
         if not self.time_key.strip():  # h5py would fail on it with its own error, deep in the data loading
             raise ConfigError("--time-key: must not be empty (the name of the array or HDF5 attribute that holds "
                               "the snapshot times, e.g. t)")
+        if self.time_axis == "last":  # stored as the number it stands for
+            self.time_axis = -1
+        if self.time_axis == 0:
+            raise ConfigError("--time-axis 0 is the axis of the trajectories (samples); give the axis of the "
+                              "snapshots: 1 (the default) or -1 (the last)")
+        if self.initial_key is not None and not self.initial_key.strip():
+            raise ConfigError("--initial-key: must not be empty (the name of the array of the states at t = 0, "
+                              "e.g. a); leave it out where the first snapshot is the initial state")
+
+
+def file_layout(options, *, time_key: Optional[str] = None, time_axis=None, initial_key: Optional[str] = None):
+    """A trained model's task ``options`` for reading another file: its ``time_key``, ``time_axis`` (an integer, or
+    its text from the command line) and ``initial_key`` (``""``, ``none`` or ``null``: the file has none, its first
+    snapshot is the initial state) where given (None: the training's).  The marks of :func:`trained_times` are
+    kept."""
+    from ..config import coerce
+
+    changes = {}
+    if time_key is not None:
+        changes["time_key"] = time_key
+    if time_axis is not None:
+        if isinstance(time_axis, np.integer):
+            time_axis = int(time_axis)
+        changes["time_axis"] = coerce(TrajectoryOptions, "time_axis", time_axis)
+    if initial_key is not None:
+        if not isinstance(initial_key, str):
+            raise ConfigError(f"--initial-key: expected the name of an array (or none), got {initial_key!r}")
+        changes["initial_key"] = None if initial_key.strip().lower() in ("", "none", "null") else initial_key
+    if not changes:
+        return options
+    out = dataclasses.replace(options, **changes)  # checked as the training's values are
+    for mark in (_TRAINED_TIMES, _TIME_KEY_NAMED):
+        if hasattr(options, mark):
+            setattr(out, mark, getattr(options, mark))
+    return out
+
+
+def _axis_flag(options) -> str:
+    return f"--time-axis {options.time_axis}"
+
+
+class _MovedTrajectories:
+    """The trajectory array ``key`` of a file whose snapshots lie on another axis than 1, or whose initial states are
+    a separate array ``initial_key``, read as (samples, K+1, *grid[, 1]) one block of samples at a time: the
+    snapshot axis is moved to position 1 and the initial states put before the snapshots.  Everything else is the
+    file's source's (:class:`opformer.data.readers.ArraySource`)."""
+
+    def __init__(self, src, key: str, axis: int, initial, initial_key: Optional[str], options):
+        self._src, self._initial = src, initial
+        self.key, self.axis, self.initial_key, self.options = key, axis, initial_key, options
+        self.file_shape = tuple(src.shapes[key])
+        moved = (self.file_shape[0], self.file_shape[axis],
+                 *(n for i, n in enumerate(self.file_shape) if i not in (0, axis)))
+        self.file_times = moved[1]  # the snapshots the file holds (without the initial states)
+        self.keys = (key,)
+        self.shapes = {key: (moved[0], moved[1] + (initial is not None), *moved[2:])}
+
+    def __getattr__(self, name):
+        return getattr(self._src, name)
+
+    def layout(self) -> str:
+        """How the file is read, in flags: ``--time-axis -1 --initial-key a``."""
+        parts = [] if self.axis == 1 else [_axis_flag(self.options)]
+        return " ".join(parts + ([f"--initial-key {self.initial_key}"] if self.initial_key else []))
+
+    def check_initial(self) -> None:
+        """The initial states: one per trajectory, on the trajectories' grid (a channel axis of 1 on either side
+        aside)."""
+        if self._initial is None:
+            return
+        ik, key = self.initial_key, self.key
+        ishape = tuple(self._initial.shapes[ik])
+        where = self._src.describe()
+        if ishape[0] != self.file_shape[0]:
+            raise DataError(f"{where}: --initial-key {ik!r} holds {ishape[0]} initial states (shape {ishape}), the "
+                            f"trajectories {key!r} {self.file_shape[0]} (shape {self.file_shape}): give one state at "
+                            "t = 0 per trajectory")
+        grid = self.shapes[key][2:]
+        if ishape[1:] not in (grid, grid + (1,)) and ishape[1:] + (1,) != grid:
+            bare = grid[:-1] if len(grid) > 1 and grid[-1] == 1 else grid
+            raise DataError(f"{where}: --initial-key {ik!r} has shape {ishape}, expected "
+                            f"{(self.file_shape[0], *bare)}: one state on the grid of the snapshots of {key!r} "
+                            f"(shape {self.file_shape}, {_axis_flag(self.options)})")
+
+    def read(self, key: str, indices) -> np.ndarray:
+        w = np.moveaxis(self._src.read(key, indices), self.axis, 1)  # a view: no copy
+        if self._initial is None:
+            return w
+        out = np.empty((w.shape[0], w.shape[1] + 1, *w.shape[2:]), dtype=w.dtype)
+        out[:, 0] = self._initial.read(self.initial_key, indices).reshape(w.shape[0], *w.shape[2:])
+        out[:, 1:] = w
+        return out
+
+
+def open_trajectories(path, key: str, options):
+    """The trajectory array ``key`` of ``path`` as a source of (samples, K+1, *grid[, 1]) arrays: the file's own
+    (:func:`opformer.data.readers.open_source`) in the default layout, else read through ``options.time_axis``
+    and ``options.initial_key`` (see :class:`_MovedTrajectories`; call its ``check_initial`` once the trajectories'
+    shape is checked)."""
+    initial_key = getattr(options, "initial_key", None)
+    time_axis = getattr(options, "time_axis", 1)
+    if initial_key is not None and initial_key == key:
+        raise ConfigError(f"--initial-key {initial_key} names the trajectory array itself (--keys {key}); give the "
+                          "array of the states at t = 0, or leave --initial-key out where the first snapshot is the "
+                          "initial state")
+    src = open_source(path, (key,))
+    if time_axis == 1 and initial_key is None:
+        return src
+    shape = tuple(src.shapes[key])
+    axis = time_axis + len(shape) if time_axis < 0 else time_axis
+    if not 1 <= axis < len(shape):
+        span = (f"1 to {len(shape) - 1} (or -1 to -{len(shape) - 1})" if len(shape) > 2 else
+                "1 (or -1)" if len(shape) == 2 else "none")
+        raise DataError(f"{src.describe()}: --time-axis {time_axis} is out of range for key {key!r} of shape "
+                        f"{shape}: the snapshots lie on axis {span}; axis 0 holds the trajectories")
+    initial = None
+    if initial_key is not None:
+        try:
+            initial = open_source(path, (initial_key,))
+        except MissingKeyError as exc:
+            held = f"; available keys: {exc.available}" if exc.available is not None else ""
+            raise DataError(f"{src.describe()}: no array {initial_key!r} (--initial-key) holds the initial states"
+                            f"{held}") from None
+    return _MovedTrajectories(src, key, axis, initial, initial_key, options)
+
+
+def shown_shape(src, key: str) -> str:
+    """The shape of the trajectories of ``src`` for messages: the file's, and how it is read where that differs."""
+    if not isinstance(src, _MovedTrajectories):
+        return str(tuple(src.shapes[key]))
+    return f"{src.file_shape}, read as {tuple(src.shapes[key])} ({src.layout()})"
+
+
+def check_initial(src) -> None:
+    """The initial states of a source of :func:`open_trajectories` checked against its trajectories (nothing to
+    check for a file read in the default layout)."""
+    if isinstance(src, _MovedTrajectories):
+        src.check_initial()
+
+
+def _stored_count(src, n_times: int) -> int:
+    """How many of ``n_times`` snapshots the file itself holds times for (the initial states come without)."""
+    return n_times - 1 if isinstance(src, _MovedTrajectories) and src.initial_key is not None else n_times
+
+
+def time_last_hint(path, key: str, src, options) -> str:
+    """For a trajectory array of ``src`` read with its snapshots on axis 1 that looks stored with them last,
+    (samples, n, n, T) or with times as long as its last axis: '; ... --time-axis -1 ...', naming also an array of
+    the file that could hold the initial states (samples, *grid) where no --initial-key is given; else ''."""
+    shape = tuple(getattr(src, "file_shape", src.shapes[key]))
+    if getattr(options, "time_axis", 1) != 1 or len(shape) < 3:
+        return ""
+    arrays = _array_shapes(path)
+    times = arrays.get(options.time_key)
+    times_last = times is not None and int(np.prod(times)) == shape[-1] != shape[1]
+    square_last = len(shape) == 4 and shape[1] == shape[2] != shape[3]
+    if not (times_last or square_last):
+        return ""
+    grid = tuple(shape[1:-1])
+    text = (f"; it looks stored with its {shape[-1]} snapshots last (samples, {', '.join(map(str, grid))}, times): "
+            "--time-axis -1 reads it so")
+    initial = [name for name, s in arrays.items() if name != key and tuple(s) in ((shape[0], *grid),
+                                                                                  (shape[0], *grid, 1))]
+    if initial and getattr(options, "initial_key", None) is None:
+        text += (f", and --initial-key {initial[0]} puts the states of {initial[0]!r} {tuple(arrays[initial[0]])} "
+                 "before them as those at t = 0")
+    return text
 
 
 def stored_times(path, src, key: str, time_key: str) -> Optional[np.ndarray]:
     """The snapshot times a file stores, or None: the array ``time_key``, an HDF5 attribute ``time_key`` of the
     trajectory dataset ``key``, of a group holding it or of the file, an array ``time_key`` in a group holding it,
-    else an opformer file's ``t``."""
+    else an opformer file's ``t``.  With initial states of their own (``--initial-key``) the file's times, all > 0
+    and one per snapshot of the file, come after a first time 0."""
+    times = _file_times(path, src, key, time_key)
+    if times is None or not isinstance(src, _MovedTrajectories) or src.initial_key is None:
+        return times
+    ik = src.initial_key
+    if (np.isfinite(times) & (times <= 0)).any():
+        shown = ", ".join(f"{t:g}" for t in times.reshape(-1)[:3]) + (", ..." if times.size > 3 else "")
+        raise DataError(f"{path}: the times {time_key!r} (--time-key) are {shown}, but the states of --initial-key "
+                        f"{ik} are those at t = 0, before the snapshots of {key!r}, whose times must then all be > 0; "
+                        f"leave --initial-key {ik} out where {key!r} holds the initial state itself")
+    if times.shape != (src.file_times,):
+        raise DataError(f"{path}: the times {time_key!r} (--time-key) are {times.size} values, the snapshots of "
+                        f"{key!r} {src.file_times} (shape {src.file_shape}, {_axis_flag(src.options)}): give one time "
+                        f"per snapshot (the states of --initial-key {ik} are at t = 0)")
+    return np.concatenate([[0.0], times])
+
+
+def _file_times(path, src, key: str, time_key: str) -> Optional[np.ndarray]:
+    """The times of :func:`stored_times` as the file holds them."""
     if time_key == "t" and "t" in src.coords:
         return np.asarray(src.coords["t"], dtype=np.float64).reshape(-1)
     try:
@@ -184,19 +377,22 @@ def _snapshot_times(path, src, options, n_times: int, key: str, fitting: bool) -
     if times is not None:
         return times
     if fitting and options.time_key != "t":
-        raise DataError(f"{_missing_time_key(path, key, n_times, options.time_key)}; leave --time-key out and give "
+        raise DataError(f"{_missing_time_key(path, key, _stored_count(src, n_times), options.time_key)}; leave "
+                        "--time-key out and give "
                         "--dt when the file stores none")
     warnings.warn(f"{path} stores no snapshot times (no array or attribute {options.time_key!r}, --time-key): the "
-                  f"snapshots are taken {options.dt:g} apart (--dt){time_array_hint(path, key, n_times)}",
+                  f"snapshots are taken {options.dt:g} apart (--dt)"
+                  f"{time_array_hint(path, key, _stored_count(src, n_times))}",
                   OpformerWarning, stacklevel=2)
     return np.arange(n_times) * options.dt
 
 
-def _checked_times(where, times: np.ndarray, n_times: int, time_key: str) -> np.ndarray:
-    """``times`` if they are ``n_times`` increasing values, else a DataError naming ``where`` and ``time_key``."""
+def _checked_times(where, times: np.ndarray, n_times: int, time_key: str, hint=None) -> np.ndarray:
+    """``times`` if they are ``n_times`` increasing values, else a DataError naming ``where`` and ``time_key`` (and
+    what ``hint()`` says where their count is not the snapshots')."""
     if times.shape != (n_times,):
         raise DataError(f"{where}: the times {time_key!r} must be {n_times} increasing values (one per snapshot), "
-                        f"found an array of shape {times.shape}")
+                        f"found an array of shape {times.shape}{hint() if hint is not None else ''}")
     if not np.isfinite(times).all():
         i = int(np.flatnonzero(~np.isfinite(times))[0])
         raise DataError(f"{where}: the times {time_key!r} must be finite, found {times[i]:g} (snapshot {i})")
@@ -240,18 +436,20 @@ def rollout_times(path, src, key: str, n_times: int, options, trained, named: bo
     times = stored_times(path, src, key, options.time_key)
     if times is None:
         if named:
-            raise DataError(_missing_time_key(path, key, n_times, options.time_key))
+            raise DataError(_missing_time_key(path, key, _stored_count(src, n_times), options.time_key))
         trained = np.asarray(trained, dtype=np.float64)
         step = even_step(trained)
         if n_times > len(trained) and step is None:  # refused before any note that the training times are taken
             raise DataError(f"{path}: {n_times} snapshots and no times ({options.time_key!r}, --time-key); the model "
                             f"was trained on {len(trained)} unevenly spaced times, so the later ones are unknown: "
-                            f"store the times in the file{time_array_hint(path, key, n_times)}")
+                            f"store the times in the file{time_array_hint(path, key, _stored_count(src, n_times))}")
         warnings.warn(f"{path} stores no snapshot times (no array or attribute {options.time_key!r}, --time-key): its "
-                      f"snapshots are taken at the training times{time_array_hint(path, key, n_times)}",
+                      f"snapshots are taken at the training times"
+                      f"{time_array_hint(path, key, _stored_count(src, n_times))}",
                       OpformerWarning, stacklevel=3)
         times = trained[:n_times] if n_times <= len(trained) else trained[0] + step * np.arange(n_times)
-    return _checked_times(path, times, n_times, options.time_key)
+    return _checked_times(path, times, n_times, options.time_key,
+                          lambda: time_last_hint(path, key, src, options))
 
 
 def make_pairs(n_traj: int, allowed: np.ndarray, strategy: str, include_zero: bool) -> np.ndarray:
@@ -368,8 +566,8 @@ class TrajectoryTask(Task):
         if len(keys) != 1:
             raise DataError(f"--keys needs the one trajectory array of task {self.name}, got {','.join(keys)}")
         key = keys[0]
-        train_src = open_source(files["train"], (key,))
-        test_src = train_src if files.get("test") is None else open_source(files["test"], (key,))
+        train_src = open_trajectories(files["train"], key, options)
+        test_src = train_src if files.get("test") is None else open_trajectories(files["test"], key, options)
         shape = train_src.shapes[key][2:]
         if len(shape) == self.dim + 1 and shape[-1] == 1:
             shape = shape[:-1]
@@ -377,17 +575,21 @@ class TrajectoryTask(Task):
             g = ", ".join(["n"] * self.dim)
             square = (f" (a {shape[0]}x{shape[1]} grid: task {self.name} takes square grids)"
                       if self.dim == 2 and len(shape) == 2 and len(train_src.shapes[key]) >= 3 else "")
+            found = shown_shape(train_src, key)
+            hint = time_last_hint(files["train"], key, train_src, options)
             raise DataError(f"{train_src.describe()}: key {key!r} expected trajectories (samples, times, {g}) or "
-                            f"(samples, times, {g}, 1), found {train_src.shapes[key]}{square}")
+                            f"(samples, times, {g}, 1), found {found}{square}{hint}")
         if test_src is not train_src and test_src.shapes[key][1:] != train_src.shapes[key][1:]:
-            raise DataError(f"{test_src.describe()}: key {key!r} shape {test_src.shapes[key]} differs from the "
-                            f"training file's {train_src.shapes[key]}")
+            raise DataError(f"{test_src.describe()}: key {key!r} shape {shown_shape(test_src, key)} differs from "
+                            f"the training file's {shown_shape(train_src, key)}")
+        for src in {id(train_src): train_src, id(test_src): test_src}.values():
+            check_initial(src)
         n_times = train_src.shapes[key][1]
         if n_times < 2:
             need = ("learning u(t) -> u(t + tau) needs at least 2" if normalizers is None else
                     "scoring a model on (t_0, t_k) needs at least 2 (opformer rollout --times predicts from one)")
             raise DataError(f"{train_src.describe()}: key {key!r} holds {n_times} snapshot per trajectory "
-                            f"(shape {train_src.shapes[key]}); {need}")
+                            f"(shape {shown_shape(train_src, key)}); {need}")
         trained = getattr(options, _TRAINED_TIMES, None)
         if normalizers is not None and trained is not None:  # a trained model's evaluation: as its rollouts read files
             times = rollout_times(files["train"], train_src, key, n_times, options, trained,
@@ -396,12 +598,14 @@ class TrajectoryTask(Task):
             times = _checked_times(train_src.describe(),
                                    _snapshot_times(files["train"], train_src, options, n_times, key,
                                                    normalizers is None),
-                                   n_times, options.time_key)
+                                   n_times, options.time_key,
+                                   lambda: time_last_hint(files["train"], key, train_src, options))
         test_times = times  # a separate test file is read at its own times where it stores them
         if test_src is not train_src:
             found = stored_times(files["test"], test_src, key, options.time_key)
             if found is not None:
-                test_times = _checked_times(test_src.describe(), found, n_times, options.time_key)
+                test_times = _checked_times(test_src.describe(), found, n_times, options.time_key,
+                                            lambda: time_last_hint(files["test"], key, test_src, options))
         n = shape[0]
         s = stride_for(n, data.resolution, nodes=self.resolution_keeps_ends, where=train_src.describe())
         if test_all:

@@ -69,6 +69,11 @@ def register(sub) -> None:
     e.add_argument("--time-key", help="time-dependent models: the array or HDF5 attribute of the file's snapshot "
                                       "times (default: the training's --time-key, or t; a file storing none is read "
                                       "at the training times)")
+    e.add_argument("--time-axis", help="time-dependent models: the axis of the file's trajectory array that holds "
+                                       "the snapshots, 1 or -1 (last) (default: the training's)")
+    e.add_argument("--initial-key", help="time-dependent models: the array (samples, *grid) of the states at t = 0, "
+                                         "put before the snapshots (default: the training's; none: the first "
+                                         "snapshot is the initial state)")
     _add_resample(e)
     e.add_argument("--out", help="output directory for metrics.json and plots/predictions.png (default: "
                                  "RUN/eval-GRID, RUN/eval-FILE-GRID with --data, FILE with its extension; "
@@ -472,7 +477,9 @@ def _eval(args: argparse.Namespace) -> int:
     if args.data is None and not Path(args.model).exists() and pretrained_path(args.model) is not None:
         # a bundled model without --data: its recorded test samples, regenerated from their recipe
         given = [name for name, value in (("--out", args.out), ("--resolution", args.resolution),
-                                          ("--keys", args.keys), ("--time-key", args.time_key)) if value is not None]
+                                          ("--keys", args.keys), ("--time-key", args.time_key),
+                                          ("--time-axis", args.time_axis), ("--initial-key", args.initial_key))
+                 if value is not None]
         given += ["--batch-size"] * (args.batch_size != 32) + ["--resample"] * (args.resample != "auto")
         if given:
             return _fail(f"{args.model} without --data checks its recorded test samples at their recorded grid and "
@@ -488,7 +495,8 @@ def _eval(args: argparse.Namespace) -> int:
     try:
         with _one_line_warnings():
             m = evaluate(args.model, data=args.data, keys=_keys(args.keys), resolution=args.resolution, out=args.out,
-                         batch_size=args.batch_size, resample=args.resample, time_key=args.time_key)
+                         batch_size=args.batch_size, resample=args.resample, time_key=args.time_key,
+                         time_axis=args.time_axis, initial_key=args.initial_key)
     except _errors() as exc:
         return _fail(exc)
     grid = "x".join(map(str, m["resolution"]))

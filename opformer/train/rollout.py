@@ -5,7 +5,6 @@ an animated GIF of one trajectory."""
 from __future__ import annotations
 
 import csv
-import dataclasses
 import json
 import warnings
 from pathlib import Path
@@ -36,6 +35,11 @@ def register(sub) -> None:
     r.add_argument("--times", help="comma-separated times t - t_0 (default: the file's snapshot times)")
     r.add_argument("--time-key", help="the array (or HDF5 attribute) of the file's snapshot times (default: the "
                                       "training's, or t)")
+    r.add_argument("--time-axis", help="the axis of the trajectory array that holds the snapshots: 1, or -1 (last) "
+                                       "for (samples, *grid, K) (default: the training's)")
+    r.add_argument("--initial-key", help="the array (samples, *grid) of the states at t = 0, put before the "
+                                         "snapshots (default: the training's; none: the first snapshot is the "
+                                         "initial state)")
     r.add_argument("--samples", type=int, help="use the first N >= 1 trajectories of the file (default: all)")
     r.add_argument("--show", type=int, default=0, help="trajectory shown in the panels and the GIF (default 0)")
     r.add_argument("--out", help="output directory (default: RUN/rollout-MODE on the run's own data file, "
@@ -59,7 +63,7 @@ def _run(args) -> int:
         with _one_line_warnings():
             m = rollout_file(args.model, data=args.data, mode=args.mode, step=args.step, times=times, out=args.out,
                              key=args.keys, samples=args.samples, show=args.show, resample=args.resample,
-                             time_key=args.time_key)
+                             time_key=args.time_key, time_axis=args.time_axis, initial_key=args.initial_key)
     except (ConfigError, DataError, LoadError) as exc:
         return _fail(exc)
     known = [(t, e) for t, e in zip(m["times"], m["rel_l2"]) if e is not None and t > 0]  # t = 0: u0 itself
@@ -90,28 +94,32 @@ def _run(args) -> int:
     return 0
 
 
-def _check_layout(data, key: str, shape: tuple, dim: int) -> None:
-    """A trajectory array of a ``dim``-D model: (samples, times, *grid) or (samples, times, *grid, 1)."""
+def _check_layout(data, key: str, src, dim: int) -> None:
+    """A trajectory array of a ``dim``-D model: (samples, times, *grid) or (samples, times, *grid, 1), as read
+    (``src``: :func:`opformer.tasks.trajectories.open_trajectories`)."""
     from ..pde.errors import DataError
+    from ..tasks.trajectories import shown_shape
 
+    shape = src.shapes[key]
     if len(shape) == dim + 2 or (len(shape) == dim + 3 and shape[-1] == 1):
         return
     grid = "n" if dim == 1 else ", ".join(["n"] * dim)
-    raise DataError(f"{data}: key {key!r} has shape {tuple(shape)}; this {dim}D model rolls out trajectory arrays "
-                    f"(samples, times, {grid}) or (samples, times, {grid}, 1)")
+    raise DataError(f"{data}: key {key!r} has shape {shown_shape(src, key)}; this {dim}D model rolls out trajectory "
+                    f"arrays (samples, times, {grid}) or (samples, times, {grid}, 1)")
 
 
 def rollout_file(model, *, data, mode: Optional[str] = None, step: Optional[float] = None, times=None, out=None,
                  key=None, samples: Optional[int] = None, show: int = 0, resample: str = "auto",
-                 time_key: Optional[str] = None) -> dict:
+                 time_key: Optional[str] = None, time_axis=None, initial_key: Optional[str] = None) -> dict:
     """Roll ``model`` out on the trajectories of ``data``; writes the errors and plots into ``out``.  ``mode``:
     direct, autoregressive or mixed (None: direct, autoregressive for a ``--history`` model, which steps only).
-    ``time_key``: the array or HDF5 attribute of the file's snapshot times (default: the training's)."""
+    ``time_key``: the array or HDF5 attribute of the file's snapshot times; ``time_axis``: the axis of the
+    trajectory array that holds the snapshots; ``initial_key``: the array of the states at t = 0 (``"none"``: the
+    first snapshot is the initial state); each by default the training's."""
     from ..config import ConfigError, OpformerWarning, SettingError
-    from ..data.readers import open_source
     from ..pde.errors import DataError
     from ..tasks.artifact import count_argument, load
-    from ..tasks.trajectories import even_step, rollout_times
+    from ..tasks.trajectories import check_initial, even_step, file_layout, open_trajectories, rollout_times
     from .run import _ROLLOUT_USER, locked_output
 
     for name, value, least in (("samples", samples, 1), ("show", show, 0)):
@@ -148,11 +156,11 @@ def rollout_file(model, *, data, mode: Optional[str] = None, step: Optional[floa
         raise SettingError(f"keys needs the one trajectory array of the file, got {key}",
                            f"--keys needs the one trajectory array of the file, got {key}")
     key = key or info.get("key") or predictor.artifact["keys"][0]
-    options = predictor.options
-    if time_key is not None:  # an empty one is refused by the options themselves
-        options = dataclasses.replace(options, time_key=time_key)
-    src = open_source(data, (key,))
-    _check_layout(data, key, src.shapes[key], predictor.task.dim)
+    # an empty --time-key is refused by the options themselves
+    options = file_layout(predictor.options, time_key=time_key, time_axis=time_axis, initial_key=initial_key)
+    src = open_trajectories(data, key, options)
+    _check_layout(data, key, src, predictor.task.dim)
+    check_initial(src)
     indices, which = _trajectories(predictor.run_config, Path(data), src.n_samples)
     available = len(indices)  # --samples takes the first of these
     if samples is not None:

@@ -1581,11 +1581,13 @@ def _predict_instead(model, data, key: str) -> str:
 
 def evaluate(checkpoint, *, data: Optional[str] = None, keys=None, resolution: Optional[int] = None, out=None,
              batch_size: int = 32, plot_samples: int = 4, resample: str = "auto",
-             time_key: Optional[str] = None) -> dict:
+             time_key: Optional[str] = None, time_axis=None, initial_key: Optional[str] = None) -> dict:
     """Test error of a trained model on ``data`` (every sample is a test sample) or, without ``data``, on its run's
     own test split; at the file's resolution or ``resolution``.  Writes metrics.json and a prediction plot.
     ``resample``: see :func:`opformer.load`.  ``time_key``: a time-dependent model's data file's array or attribute
-    of snapshot times (default: the training's name, or ``t``; a file without times is read at the training times)."""
+    of snapshot times (default: the training's name, or ``t``; a file without times is read at the training times).
+    ``time_axis`` and ``initial_key``: the axis of its trajectory array that holds the snapshots and the array of the
+    states at t = 0 (``"none"``: the first snapshot is the initial state), by default the training's."""
     from ..pde.errors import DataError, MissingKeyError
 
     resolution = _resolution_argument(resolution)
@@ -1599,14 +1601,17 @@ def evaluate(checkpoint, *, data: Optional[str] = None, keys=None, resolution: O
             raise ConfigError(f"out {out} {foreign}: its files would be replaced; give another directory")
         _check_not_running(out, ConfigError, _EVAL_USER)
     predictor = load(checkpoint, resample=resample)
-    if time_key is not None:
+    given = [name for name, value in (("--time-key", time_key), ("--time-axis", time_axis),
+                                      ("--initial-key", initial_key)) if value is not None]
+    if given:
         if not predictor.time_dependent:
-            raise ConfigError(f"--time-key: the model of task {predictor.task.name} is not time-dependent")
-        from ..tasks.trajectories import trained_times
+            raise ConfigError(f"{given[0]}: the model of task {predictor.task.name} is not time-dependent")
+        from ..tasks.trajectories import file_layout, trained_times
 
-        # replace() checks the name as the training's --time-key is checked (an empty one is refused)
-        predictor.options = trained_times(dataclasses.replace(predictor.options, time_key=time_key),
-                                          predictor.artifact["info"]["times"], named=True)
+        # checked as the training's values are (an empty --time-key is refused)
+        predictor.options = trained_times(file_layout(predictor.options, time_key=time_key, time_axis=time_axis,
+                                                      initial_key=initial_key),
+                                          predictor.artifact["info"]["times"], named=time_key is not None)
     if data is None:  # the run's own test split: from the files it trained on, if they are still those
         for path, old in (predictor.data_files or {}).items():
             if os.path.isfile(path) and isinstance(old, dict):
