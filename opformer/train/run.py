@@ -1426,10 +1426,15 @@ def _keep_csv_history(logs: Path) -> Optional[Path]:
     """Lightning's CSVLogger starts metrics.csv afresh in a new process: keep the earlier runs' rows as
     metrics-0.csv, metrics-1.csv, ... (the training-curve plot reads them all); returns the name it was kept as
     (None: there was none), for the caller to put back when the resumed fit logged nothing."""
+    from .plots import history_parts
+
     csv_path = logs / "metrics.csv"
     if not csv_path.exists():
         return None
-    kept = logs / f"metrics-{len(list(logs.glob('metrics-*.csv')))}.csv"
+    # one more than the highest part kept (a count would reuse a number after a part was removed, or count a user's
+    # metrics-old.csv, and os.replace would then write over a kept part)
+    numbers = [int(p.stem.split("-", 1)[1]) for p in history_parts(logs) if p.name != "metrics.csv"]
+    kept = logs / f"metrics-{max(numbers, default=-1) + 1}.csv"
     os.replace(csv_path, kept)
     return kept
 

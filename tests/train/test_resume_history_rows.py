@@ -107,3 +107,20 @@ def test_the_first_epoch_to_train_is_the_loaders_next_pass():
     assert first_epoch_to_train(after_epoch) == 2
     assert first_epoch_to_train(inside_epoch) == 3
     assert first_epoch_to_train({"epoch": 4, "state_dict": {"w": torch.zeros(1)}}) == 5  # no loader state recorded
+
+
+def test_the_next_kept_part_follows_the_highest_one(tmp_path):
+    """metrics.csv is kept under the number after the highest part there: after metrics-0.csv was removed (or beside
+    a user's metrics-old.csv) a count of the parts named metrics-1.csv again and the older rows were written over."""
+    from opformer.train.run import _keep_csv_history
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "metrics-1.csv").write_text("epoch,val_rel_l2\n1,0.5\n")
+    (logs / "metrics-old.csv").write_text("mine\n")
+    (logs / "metrics.csv").write_text("epoch,val_rel_l2\n2,0.4\n")
+    kept = _keep_csv_history(logs)
+    assert kept == logs / "metrics-2.csv"
+    assert (logs / "metrics-1.csv").read_text() == "epoch,val_rel_l2\n1,0.5\n"
+    assert (logs / "metrics-2.csv").read_text() == "epoch,val_rel_l2\n2,0.4\n"
+    assert (logs / "metrics-old.csv").read_text() == "mine\n" and not (logs / "metrics.csv").exists()
