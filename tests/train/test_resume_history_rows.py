@@ -116,11 +116,12 @@ def test_the_next_kept_part_follows_the_highest_one(tmp_path):
 
     logs = tmp_path / "logs"
     logs.mkdir()
-    (logs / "metrics-1.csv").write_text("epoch,val_rel_l2\n1,0.5\n")
-    (logs / "metrics-old.csv").write_text("mine\n")
+    (logs / "metrics-1.csv").write_text("epoch,val_rel_l2\n1,0.5\n")  # metrics-0.csv was removed
     (logs / "metrics.csv").write_text("epoch,val_rel_l2\n2,0.4\n")
-    kept = _keep_csv_history(logs)
-    assert kept == logs / "metrics-2.csv"
+    assert _keep_csv_history(logs) == logs / "metrics-2.csv"
     assert (logs / "metrics-1.csv").read_text() == "epoch,val_rel_l2\n1,0.5\n"
     assert (logs / "metrics-2.csv").read_text() == "epoch,val_rel_l2\n2,0.4\n"
+    (logs / "metrics-old.csv").write_text("mine\n")
+    (logs / "metrics.csv").write_text("epoch,val_rel_l2\n3,0.3\n")
+    assert _keep_csv_history(logs) == logs / "metrics-3.csv"
     assert (logs / "metrics-old.csv").read_text() == "mine\n" and not (logs / "metrics.csv").exists()
