@@ -302,13 +302,25 @@ def _training_hint(path, arrays) -> str:
     times += _time_attributes(path)
     timed = [(key, t) for key in fields for t, n, owner in times
              if shapes[key][1] == n and (owner in (None, key) or key.startswith(f"{owner}/"))]
+    # the snapshots on the last axis instead (the FNO Navier-Stokes .mat files: u (samples, n, n, T) with the times
+    # t_1..t_T, and the states at t = 0 in a separate (samples, n, n) array)
+    last = [(key, t) for key in fields for t, n, owner in times
+            if shapes[key][-1] == n != shapes[key][1] and (owner in (None, key) or key.startswith(f"{owner}/"))]
     if timed:
         key, time_flag, prefix = timed[0][0], f" --time-key {shlex.quote(timed[0][1])}", ""
+        grid = shapes[key][2:]
+    elif last:
+        key = last[0][0]
+        grid = shapes[key][1:-1]
+        initial = [k for k, shape in shapes.items() if shape == (shapes[key][0], *grid)]
+        time_flag = f" --time-axis -1 --time-key {shlex.quote(last[0][1])}" + (
+            f" --initial-key {shlex.quote(initial[0])}" if initial else "")
+        prefix = ""
     elif len(shapes) == 1 and fields:  # one array cannot be an (input, target) pair
         key, time_flag, prefix = fields[0], " --dt STEP", "if these are "
+        grid = shapes[key][2:]
     else:
         return "train with --keys INPUT,TARGET"
-    grid = shapes[key][2:]
     if len(grid) > 1 and grid[-1] == 1:
         grid = grid[:-1]
     tasks = {1: "1D trajectories: train burgers-traj-*", 2: "2D trajectories: train ns-* or shear-layer-*"}

@@ -41,3 +41,19 @@ def test_info_takes_matlab_row_and_column_vectors_as_times(tmp_path, capsys, lay
     np.savez(tmp_path / "pairs.npz", x=np.zeros((4, 16)), y=np.zeros((1, 16)))  # a (1, n) array beside pairs
     assert main(["data", "info", str(tmp_path / "pairs.npz")]) == 0
     assert capsys.readouterr().out.splitlines()[0].endswith("train with --keys INPUT,TARGET):")
+
+
+@pytest.mark.parametrize("initial", [True, False])
+def test_info_names_the_time_axis_and_initial_flags_of_a_time_last_file(tmp_path, capsys, initial):
+    """A file of the FNO Navier-Stokes layout (u (samples, n, n, T), the times t_1..t_T, the states at t = 0 in a)
+    was hinted as --keys INPUT,TARGET; the hinted flags train on it (tests/tasks/test_trajectory_time_axis.py)."""
+    import scipy.io
+
+    arrays = {"u": np.zeros((6, 8, 8, 5)), "t": np.arange(1.0, 6.0)[None]}
+    if initial:
+        arrays["a"] = np.zeros((6, 8, 8))
+    scipy.io.savemat(tmp_path / "ns.mat", arrays)
+    assert main(["data", "info", str(tmp_path / "ns.mat")]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    flags = "--keys u --time-axis -1 --time-key t" + (" --initial-key a" if initial else "")
+    assert first.endswith(f"2D trajectories: train ns-* or shear-layer-* with {flags}):"), first
