@@ -1,4 +1,5 @@
-"""opformer.models: whole operator learners (Transformer1d/2d, FNO1d/2d), ``build_model`` and the paper's presets.
+"""opformer.models: whole operator learners (Transformer1d/2d, FNO1d/2d, ScOT, ViT, UNet, DeepONet, CNO),
+``build_model`` and the paper's presets.
 
 Every model is called as ``model(input, coords)`` or ``model({"input": ..., "coords": ...})``; see ``docs/models.md``.
 """

@@ -81,14 +81,14 @@ def _choice(name: str, value: Any, options) -> None:
 class EncoderConfig:
     """Fields shared by the attention-based models; they configure :class:`opformer.nn.Encoder`.
 
-    ``kind``: galerkin | fourier | softmax | linear.  ``norm_scheme``: "galerkin" (Ln inside the attention, eq. 4) or
-    "regular" (post-LN, eq. 7).  ``scale``: None, "sqrt" (1/sqrt(d_head + pos_dim)) or a number, multiplying the
-    attention product.  ``dim_feedforward`` None means 2 * d_model.  ``dropout`` is the residual-branch dropout,
-    ``ffn_dropout`` the one inside the FFN and ``attn_branch_dropout`` the one on the attention branch's output (None:
-    same as ``dropout``), ``attn_dropout`` the one on the attention
+    ``kind``: galerkin | fourier | softmax | linear.  ``norm_scheme``: "galerkin" (Ln inside the attention, eq. 4),
+    "regular" (post-LN, eq. 7) or "pre" (pre-LN, not in the paper).  ``scale``: None, "sqrt" (1/sqrt(d_head +
+    pos_dim)) or a number, multiplying the attention product.  ``dim_feedforward`` None means 2 * d_model.
+    ``dropout`` is the residual-branch dropout, ``ffn_dropout`` the one inside the FFN and ``attn_branch_dropout`` the
+    one on the attention branch's output (None: same as ``dropout``), ``attn_dropout`` the one on the attention
     matrix; ``reference_attn_dropout`` reproduces the reference's always-on p=0.5 attention dropout (ablation only).
     ``fourier_order``: "auto" evaluates Fourier attention as Q (K^T V) where that is cheaper (the same product, see
-    :func:`opformer.nn.fourier_attention`), "quadratic" always forms the n x n matrix.
+    :func:`opformer.nn.fourier_attention`), "quadratic" always forms the n x n matrix, "linear" always reassociates.
     """
 
     kind: str = "galerkin"

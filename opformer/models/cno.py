@@ -12,10 +12,11 @@ grid as periodic; the convolutions pad circularly for the same reason.  With ``t
 block's output gets a lead-time scale and shift (:class:`~opformer.nn.ConditionalAffine`, identity at init).
 
 Resolution rules: with ``grid_size`` the network runs on the ``grid_size x grid_size`` grid (a multiple of
-2**levels): an input on any grid is resampled there by Fourier modes and the output back to the output grid the
-same way, so the model is one operator on band-limited functions at every resolution (the CNO's claim; exact for
-inputs band-limited to the internal grid).  A grid of cell centres (i + 1/2) / n is resampled to the internal grid's
-cell centres (j + 1/2) / grid_size (:func:`cell_shift`), a periodic grid is read as the points i / n.  A node grid
+2**levels, at least 2 * 2**levels): an input on any grid is resampled there by Fourier modes and the output back to
+the output grid the same way, so the model is one operator on band-limited functions at every resolution (the
+CNO's claim; exact for inputs band-limited to the internal grid).  A grid of cell centres (i + 1/2) / n is
+resampled to the internal grid's cell centres (j + 1/2) / grid_size (:func:`cell_shift`), a periodic grid is read
+as the points i / n.  A node grid
 (both axes; its points i / (n - 1) hold both ends, so it is no period) stays a node grid: it is resampled linearly
 to the internal node grid, grid_size points from its first to its last point, and the output back, as
 ``_grid2d.InternalGrid`` does (read as the periodic points i / n, the node points moved with the input grid, and
@@ -71,8 +72,8 @@ class CNOConfig:
         "activation": "activation, applied alias-free: relu, gelu or silu",
         "up": "upsampling factor of the alias-free activations (activate on an up times finer grid, then filter)",
         "grid_size": "side of the internal grid the input is resampled to by Fourier modes (a node grid: linearly, "
-                     "to a node grid) and the output back from, a multiple of 2**levels (null: the input grid, "
-                     "padded)",
+                     "to a node grid) and the output back from, a multiple of 2**levels and at least twice it "
+                     "(null: the input grid, padded)",
         "out_size": "side of a square output grid of the input grid's kind (cell, periodic or node), resampled "
                     "linearly (null: the input grid)",
         "time_conditioning": _time_help("a lead-time scale and shift after each block's convolution"),

@@ -60,7 +60,8 @@ def model_config(cfg: Union[str, Mapping[str, Any]]):
 
 
 def build_model(cfg: Union[str, Mapping[str, Any]]) -> OperatorModel:
-    """Build a model from ``{"name": "transformer1d" | "transformer2d" | "fno1d" | "fno2d", **kwargs}``.
+    """Build a model from ``{"name": NAME, **kwargs}``, NAME a key of :data:`MODELS` (transformer1d, transformer2d,
+    fno1d, fno2d, scot, vit, unet, deeponet, cno).
 
     ``kwargs`` are the fields of the model's config dataclass; an unknown key raises a ValueError naming it and the
     nearest valid key.  A preset name (see :data:`opformer.models.MODEL_PRESETS`) is accepted too.

@@ -46,7 +46,8 @@ def default_coarse_size(fine_size: int) -> int:
 
 @dataclasses.dataclass(frozen=True)
 class Transformer1dConfig(EncoderConfig):
-    """Transformer1d; the defaults are the paper's ex1 GT (530,305 parameters).
+    """Transformer1d; the defaults are the layer sizes of the paper's ex1 GT (530,305 parameters; the burgers-gt
+    preset adds its dropout).
 
     Decoder: ``decoder_layers`` spectral layers of width ``decoder_width`` keeping ``modes`` frequencies, head
     ``Linear(decoder_width, decoder_ffn) -> act -> Linear(decoder_ffn, out_channels)`` (``decoder_ffn`` None =
@@ -73,7 +74,8 @@ class Transformer1dConfig(EncoderConfig):
         "decoder_layers": "spectral layers of the decoder",
         "modes": "lowest Fourier modes kept by each decoder spectral layer (at most n // 2 + 1 on n points)",
         "decoder_ffn": "hidden width of the decoder's pointwise head (null: decoder_width)",
-        "decoder_activation": "activation of the decoder, after every spectral layer and in its head",
+        "decoder_activation": "activation of the decoder, after every spectral layer and in its head: relu, gelu "
+                              "or silu",
         "spatial_fc": "concatenate the coordinate to the features and lift them before the decoder (the "
                       "reference's spacial_fc)",
     }
@@ -130,7 +132,8 @@ class Transformer1d(OperatorModel):
 
 @dataclasses.dataclass(frozen=True)
 class Transformer2dConfig(EncoderConfig):
-    """Transformer2d; the defaults are the paper's ex2 GT (2,220,829 parameters).
+    """Transformer2d; the defaults are the layer sizes of the paper's ex2 GT (2,220,829 parameters; the darcy-gt
+    preset adds its dropouts, its attention grid and the Dirichlet ring).
 
     Grids: ``coarse_size`` is the attention grid (None: :func:`default_coarse_size` of the fine size);
     ``out_size`` the output grid (None: the input's fine grid; the inverse problem sets it to its target grid).
@@ -172,9 +175,11 @@ class Transformer2dConfig(EncoderConfig):
                        "round(0.3 * (n - 1)) + 1 for an n x n input)",
         "out_size": "side of the square output grid, of the input grid's kind (null: the input grid; the inverse "
                     "problem sets its target grid)",
-        "downscaler_activation": "activation of the CiNN downscaler (input grid -> attention grid)",
+        "downscaler_activation": "activation of the CiNN downscaler (input grid -> attention grid): relu, gelu or "
+                                 "silu",
         "downscaler_dropout": "dropout after each convolution of the CiNN downscaler",
-        "upscaler_activation": "activation of the CiNN upscaler (attention grid -> output grid)",
+        "upscaler_activation": "activation of the CiNN upscaler (attention grid -> output grid): relu, gelu or "
+                               "silu",
         "upscaler_dropout": "dropout after the convolution of the CiNN upscaler",
         "decoder": "spectral (spectral layers and a pointwise head) or pointwise (an MLP at each point)",
         "decoder_width": "width of the decoder's layers",
@@ -184,7 +189,7 @@ class Transformer2dConfig(EncoderConfig):
         "decoder_ffn": "hidden width of the spectral decoder's pointwise head (null: decoder_width; spectral "
                        "decoder only)",
         "decoder_activation": "activation of the decoder (spectral: after every spectral layer and in the head; "
-                              "pointwise: in every hidden layer)",
+                              "pointwise: in every hidden layer): relu, gelu or silu",
         "decoder_dropout": "dropout after each hidden layer of the pointwise decoder (pointwise decoder only)",
         "spatial_fc": "concatenate the output grid's coordinates to the features and lift them before the decoder",
         "input_skip": "concatenate the input fields, resampled to the output grid, to the decoder's input (a "
