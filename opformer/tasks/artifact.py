@@ -28,7 +28,8 @@ from ..config import RESAMPLE, ConfigError, OpformerWarning, SettingError, flag
 from ..data.datasets import UnitGaussianNormalizer
 from ..data.readers import safe_torch_load
 from ..interrupt import deferred
-from .base import Bundle, Operator, Task, get_task, grid_coords, list_tasks, options_from
+from .base import TASKS_VARIABLE, Bundle, Operator, Task, get_task, grid_coords, list_tasks, options_from, \
+    task_module_of
 from .losses import rel_l2
 
 __all__ = ["FORMAT", "LoadError", "Predictor", "check_save_directory", "load", "make_artifact", "read_checkpoint"]
@@ -50,6 +51,7 @@ def make_artifact(task: Task, options, model_cfg: dict, bundle: Bundle, keys, re
         "format": FORMAT,
         "version": __version__,
         "task": task.name,
+        **({"task_module": task_module_of(task)} if task_module_of(task) else {}),
         "task_options": dataclasses.asdict(options),
         "model": dict(model_cfg),
         "normalizers": {k: v.describe() for k, v in bundle.normalizers.items()},
@@ -786,7 +788,7 @@ def _check_artifact(artifact, where: Path) -> dict:
     def sizes(value, least: int) -> bool:
         return isinstance(value, list) and all(type(n) is int and n >= least for n in value)
 
-    for key in ("task", "version", "run"):
+    for key in ("task", "task_module", "version", "run"):
         if key in artifact and not isinstance(artifact[key], str):
             raise bad(key, "a string")
     if not isinstance(artifact["model"], dict) or not isinstance(artifact["model"].get("name"), str):
@@ -922,10 +924,12 @@ def _load_path(path: Path, device, resample: str) -> Predictor:
         run_config, data_files = ck.get("run_config"), ck.get("data_files")
         prefix = "operator."
         state = {k[len(prefix):]: v for k, v in ck.get("state_dict", {}).items() if k.startswith(prefix)}
-    if artifact.get("task") not in list_tasks():  # a task of the user's own, its module not imported
-        raise LoadError(f"{path}: a model of task {artifact.get('task')!r}, which is not registered in this process: "
-                        "import the module that registers it (register_task) before loading; known tasks: "
-                        f"{', '.join(list_tasks())}")
+    try:
+        known = list_tasks()
+    except ConfigError as exc:  # a module named in OPFORMER_TASKS that cannot be imported
+        raise LoadError(str(exc)) from None
+    if artifact.get("task") not in known:  # a task of the user's own, its module not imported
+        raise LoadError(_unregistered(path, artifact, known))
     try:
         with torch.random.fork_rng(devices=[]):  # the weights' initial draws leave the caller's random stream alone
             _check_sizes(artifact, state, path)
@@ -947,6 +951,22 @@ def _load_path(path: Path, device, resample: str) -> Predictor:
             raise LoadError(f"cannot use the device {str(device)!r}: {problem}")
         predictor.to(dev)
     return predictor
+
+
+def _unregistered(path: Path, artifact: dict, known: list) -> str:
+    """The one-line refusal of a model whose task is not registered in this process, naming the module to import
+    (recorded with the model; loading never imports it: that is the user's choice)."""
+    task, module = artifact.get("task"), artifact.get("task_module")
+    if isinstance(module, str) and all(p.isidentifier() for p in module.split(".")) and module != "__main__":
+        how = (f"import the module that registers it, {module}, before loading (the command line: "
+               f"{TASKS_VARIABLE}={module}, or the path of its .py file)")
+    elif module == "__main__":
+        how = ("import the module that registers it before loading; its Task was defined in a script run directly, "
+               "so move the class into a module of its own (docs/tasks.md)")
+    else:
+        how = f"import the module that registers it (register_task) before loading, or name it in {TASKS_VARIABLE}"
+    return f"{path}: a model of task {task!r}, which is not registered in this process: {how}; known tasks: " \
+           f"{', '.join(known)}"
 
 
 def _device_or_problem(device) -> tuple[Optional[torch.device], Optional[str]]:

@@ -38,7 +38,8 @@ from ..pde.errors import DataError
 from .losses import rel_l2
 
 __all__ = ["Task", "Bundle", "Operator", "NoOptions", "register_task", "unregister_task", "get_task", "open_pair",
-           "split_indices", "model_table", "list_tasks", "grid_coords",
+           "split_indices", "model_table", "list_tasks", "grid_coords", "import_task_module", "task_module_of",
+           "TASKS_VARIABLE", "ENTRY_POINT_GROUP",
            "cache_dir", "ensure_files", "grid_kind_of"]
 
 _TASKS: dict[str, "Task"] = {}
@@ -411,7 +412,8 @@ def unregister_task(name: str) -> None:
 def get_task(name: str) -> Task:
     _builtin()
     if name not in _TASKS:
-        raise ConfigError(f"unknown task {name!r}{_near(name)}; known tasks: {', '.join(sorted(_TASKS))}")
+        raise ConfigError(f"unknown task {name!r}{_near(name)}; known tasks: {', '.join(sorted(_TASKS))} (a task of "
+                          f"your own: import its module first, or name it in {TASKS_VARIABLE}, docs/tasks.md)")
     return _TASKS[name]
 
 
@@ -425,8 +427,117 @@ def _near(name: str) -> str:
     return hint.replace("--", "")
 
 
+#: the environment variable naming the modules of the user's own tasks (comma-separated module names or .py files)
+TASKS_VARIABLE = "OPFORMER_TASKS"
+#: the entry-point group through which an installed package makes its tasks known
+ENTRY_POINT_GROUP = "opformer.tasks"
+_imported: set = set()  # the OPFORMER_TASKS entries and entry points imported so far
+_entry_points_done = False  # whether every entry point of the group has been imported (looked up once a process)
+
+
 def _builtin() -> None:
     from . import burgers, darcy, darcy_inverse, trajectories  # noqa: F401  (each registers itself)
+
+    for entry in os.environ.get(TASKS_VARIABLE, "").split(","):
+        entry = entry.strip()
+        if entry and entry not in _imported:
+            _imported.add(entry)  # first: a module that looks a task up while it is imported does not import itself
+            try:
+                import_task_module(entry)
+            except ConfigError as exc:
+                _imported.discard(entry)
+                raise ConfigError(f"{TASKS_VARIABLE}={os.environ[TASKS_VARIABLE]}: {exc}") from None
+    _entry_points()
+
+
+def _entry_points() -> None:
+    """Import the task modules that installed packages declare in the ``opformer.tasks`` entry-point group
+    (``[project.entry-points."opformer.tasks"] heat = "mypackage.heat"``), once each."""
+    global _entry_points_done
+    if _entry_points_done:
+        return
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        key = f"entry point {ep.name} = {ep.value}"
+        if key in _imported:
+            continue
+        _imported.add(key)
+        try:
+            ep.load()
+        except Exception as exc:  # noqa: BLE001  (an installed package's own failure, told in one line)
+            _imported.discard(key)
+            dist = getattr(getattr(ep, "dist", None), "name", None)
+            raise ConfigError(f"the {ENTRY_POINT_GROUP} entry point {ep.name} = {ep.value}"
+                              f"{f' of the installed package {dist}' if dist else ''} failed to import: "
+                              f"{_exception_line(exc)}") from None
+    _entry_points_done = True
+
+
+def _exception_line(exc: BaseException) -> str:
+    line = (str(exc).strip().splitlines() or [""])[0]
+    return f"{type(exc).__name__}: {line}" if line else type(exc).__name__
+
+
+def import_task_module(name: str):
+    """Import the module that registers a task of the user's own and return it: a module name (``heat_task``,
+    ``mypackage.heat``; found on ``sys.path`` and in the working directory, as ``python -m`` finds one) or the path
+    of a ``.py`` file.  A module that cannot be imported, or whose import fails, is told in one line naming it."""
+    import importlib
+    import importlib.util
+    import sys
+
+    name = str(name).strip()
+    as_file = name.endswith(".py") or os.sep in name or (os.altsep is not None and os.altsep in name)
+    try:
+        if as_file:
+            path = Path(name).expanduser().resolve()
+            if not path.is_file():
+                raise ConfigError(f"task module file {name} does not exist")
+            mod_name = path.stem
+            known = sys.modules.get(mod_name)
+            if known is not None:
+                if Path(getattr(known, "__file__", "") or "").resolve() == path:
+                    return known  # imported already (under its own name, as a module name would import it)
+                raise ConfigError(f"task module file {name}: another module named {mod_name} is imported already "
+                                  f"({getattr(known, '__file__', None) or 'built in'}); rename the file")
+            spec = importlib.util.spec_from_file_location(mod_name, path)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[mod_name] = module  # under its name: dataclasses and pickling look their module up there
+            try:
+                spec.loader.exec_module(module)
+            except BaseException:
+                sys.modules.pop(mod_name, None)
+                raise
+            return module
+        if not all(part.isidentifier() for part in name.split(".")):
+            raise ConfigError(f"task module {name!r} is neither a module name (such as my_tasks or "
+                              "mypackage.heat) nor a .py file")
+        cwd = os.getcwd()
+        added = cwd not in sys.path and "" not in sys.path
+        if added:
+            sys.path.append(cwd)  # after the installed packages: the working directory never shadows them
+        try:
+            return importlib.import_module(name)
+        finally:
+            if added and cwd in sys.path:
+                sys.path.remove(cwd)
+    except ConfigError:
+        raise
+    except ModuleNotFoundError as exc:
+        if exc.name and (exc.name == name or name.startswith(exc.name + ".")):
+            raise ConfigError(f"no task module {name!r} (not on the Python path nor in the working directory "
+                              f"{os.getcwd()}; give its .py file or add its folder to PYTHONPATH)") from None
+        raise ConfigError(f"task module {name} failed to import: {_exception_line(exc)}") from None
+    except Exception as exc:  # noqa: BLE001  (the user's module's own error, told in one line)
+        raise ConfigError(f"task module {name} failed to import: {_exception_line(exc)}") from None
+
+
+def task_module_of(task: Task) -> Optional[str]:
+    """The module a registered task's class is defined in, as a user would import it (None for a built-in task or a
+    class defined in a script run directly)."""
+    module = type(task).__module__
+    return None if module.startswith("opformer.") else module
 
 
 # --- default data: generated once and cached ---------------------------------------------------------------------------
@@ -475,7 +586,20 @@ def _cached(generator: str, overrides: dict, workers, generate: bool = True) -> 
         where = "OPFORMER_DATA=" if "OPFORMER_DATA" in os.environ else "the data cache "
         raise DataError(f"{where}{path.parent}: cannot create the data cache directory ({exc.strerror or exc}); set "
                         "OPFORMER_DATA to a writable directory") from None
+    if not _builtin_recipe(generator):  # worker processes start afresh: they know opformer's own recipes only
+        if workers is not None and int(workers) > 1:
+            raise ConfigError(f"--workers {workers}: the recipe {generator!r} of a task module is computed in this "
+                              "process (worker processes know opformer's own recipes only); leave --workers out")
+        workers = 1
     return ensure_dataset(generator, path, workers=workers, **overrides)
+
+
+def _builtin_recipe(generator: str) -> bool:
+    """Whether the recipe kind ``generator`` is one of opformer's own (not registered by a user's module)."""
+    from ..pde.generate import RECIPES
+
+    kind = RECIPES.get(generator)
+    return kind is not None and getattr(kind.compute, "__module__", "").startswith("opformer.")
 
 
 def ensure_files(task: Task, data: DataConfig, options, generate: bool = True) -> Optional[dict]:
