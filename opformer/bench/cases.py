@@ -30,6 +30,9 @@ __all__ = [
     "model_case",
     "build_case",
     "estimate_memory_bytes",
+    "model_memory_estimate_bytes",
+    "check_model_size",
+    "default_model_n",
     "grid_side",
     "DTYPES",
     "set_tf32",
@@ -172,12 +175,22 @@ def _model_cfg(preset: str) -> dict:
     """The ``build_model`` dict of a grid model name (:data:`GRID_MODELS`) or of a paper preset."""
     if preset in GRID_MODELS:
         return dict(GRID_MODELS[preset])
-    from opformer.models import model_preset
+    from opformer.models import MODEL_PRESETS, model_preset
 
     try:
         return model_preset(preset)
-    except ValueError as err:
-        raise ValueError(f"{str(err).splitlines()[0]}; 2D models by name: {', '.join(GRID_MODELS)}") from None
+    except ValueError:
+        pass
+    import difflib
+
+    # the nearest names among both sets: "scot-smal" is near a 2D model, not a paper preset
+    names = [*MODEL_PRESETS, *GRID_MODELS]
+    folded = {n.lower(): n for n in names}
+    near = ([folded[str(preset).lower()]] if str(preset).lower() in folded
+            else difflib.get_close_matches(str(preset), names, n=3))
+    hint = f"did you mean {', '.join(repr(n) for n in near)}? " if near else ""
+    raise ValueError(f"unknown model preset {preset!r}; {hint}paper presets: {', '.join(MODEL_PRESETS)}; "
+                     f"2D models by name: {', '.join(GRID_MODELS)}") from None
 
 
 def model_case(
@@ -395,3 +408,116 @@ def estimate_memory_bytes(case: dict) -> int:
     if case.get("compare_reference") and case.get("impl") != "reference":  # the reference runs in the same process
         total += estimate_memory_bytes({**case, "impl": "reference", "compare_reference": False})
     return total
+
+
+def _saved_bytes_fake(case: dict, size: int) -> int:
+    """Bytes of the tensors autograd saves in one forward+backward of the case's model at resolution ``size``
+    (points per dimension; the side of the grid for :data:`GRID_MODELS`), counted on fake tensors: shapes only,
+    nothing allocated, no arithmetic."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.func import functional_call
+
+    from opformer import models
+
+    from .measure import fwd_bwd_step
+
+    cfg = _model_cfg(case["preset"])
+    torch.manual_seed(case.get("seed", 0))
+    module = models.build_model(cfg).to(dtype=DTYPES[case["dtype"]]).train()
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    params = {k: mode.from_tensor(v) for k, v in module.named_parameters()}
+    buffers = {k: mode.from_tensor(v) for k, v in module.named_buffers()}
+    total = 0
+
+    def pack(t):
+        nonlocal total
+        total += t.numel() * t.element_size()
+        return t
+
+    class _Fake(torch.nn.Module):
+        def forward(self, *args):
+            return functional_call(module, {**params, **buffers}, args)
+
+    with mode:
+        for name, p in module.named_parameters():
+            params[name].requires_grad_(p.requires_grad)
+        inputs = [t.to(DTYPES[case["dtype"]]) if t.is_floating_point() else t
+                  for t in models.example_inputs(cfg, case["batch"], size)]
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            fwd_bwd_step(_Fake(), *inputs)()
+    return total
+
+
+def default_model_n(preset: str) -> int:
+    """The resolution ``bench model`` measures a preset at unless told: 16384 points (128^2) for the 2D models of
+    :data:`GRID_MODELS`; for the paper presets the paper's, points per dimension: 8192 in 1D (Burgers, Table 1),
+    141 in 2D (Darcy's fine grid, 141^2 points; 8192 per dimension would be 8192^2)."""
+    if preset in GRID_MODELS:
+        return 16384
+    from opformer.models.registry import _resolve
+
+    try:
+        dim = _resolve(_model_cfg(preset))[0].spatial_dim
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return 8192  # an unknown name: refused with its own message when its case is made
+    return 8192 if dim == 1 else 141
+
+
+def _model_dim(case: dict) -> Optional[int]:
+    """The number of space dimensions of a model case's grid (None for a model that cannot be resolved)."""
+    if case["preset"] in GRID_MODELS:
+        return 2
+    from opformer.models.registry import _resolve
+
+    try:
+        return _resolve(_model_cfg(case["preset"]))[0].spatial_dim
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def check_model_size(case: dict) -> None:
+    """A ValueError (one line) when the case's model refuses its resolution: too few points (every model needs 2
+    per dimension), or fewer than its patches need (scot, vit).  Checked with a forward+backward on fake tensors
+    (shapes only) at small resolutions, where the models set their limits; larger ones are not checked."""
+    size = case.get("grid_side") or case["n"]
+    if size > (64 if _model_dim(case) == 2 else 1024):
+        return
+    try:
+        _saved_bytes_fake(case, size)
+    except ValueError as err:
+        text = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise ValueError(f"model {case['preset']!r} at n={case['n']}: {text}") from None
+    except Exception:  # noqa: BLE001 - not a refusal of the size: the run reports it
+        pass
+
+
+def model_memory_estimate_bytes(case: dict) -> Optional[int]:
+    """An estimate of the memory a whole-model case (``what`` "model") needs, to skip sizes that cannot fit: the
+    activations autograd saves for backward, counted on fake tensors (:func:`_saved_bytes_fake`: shapes only) at
+    two small resolutions and extrapolated linearly in the number of grid points to the case's, plus the input.
+    Exact for the models whose saved activations grow linearly in the points (burgers-gt, darcy-fno, scot: the
+    count at the case's own size is the same), and the peak then exceeds it by the transient work space of backward
+    (a third more for burgers-gt at n = 1024).  A model whose memory grows faster than its points (the n^2 score
+    matrices of the softmax and Fourier kinds where they are formed) needs more; one whose saved activations grow
+    slower than its points (darcy-gt: fixed-size work on its coarse grid) is overestimated: 6% at 141^2, 16% at
+    256^2 (``--max-memory`` then lets a case run).  None for a case no larger than the sizes counted, and where the
+    fake tensors cannot run the model (the case is then run as it is).  Counting at the case's own size is no
+    option: fake tensors still take time in proportion to the sizes."""
+    if case.get("what") != "model":
+        return None
+    grid, dim = case["preset"] in GRID_MODELS, _model_dim(case)
+    if dim is None:
+        return None
+    flat = dim == 2
+    points = case["n"] if grid else case["n"] ** dim  # grid models: n is already the number of points
+    small = (32, 64) if flat else (512, 1024)  # sides / resolutions the models all take
+    pa, pb = (s**2 if flat else s for s in small)
+    if points <= pb:
+        return None  # small enough to run: nothing to skip
+    try:
+        a, b = (_saved_bytes_fake(case, s) for s in small)
+    except Exception:  # noqa: BLE001 - a model the fake tensors cannot run: not estimated
+        return None
+    per_point = max(b - a, 0) / (pb - pa)
+    element = torch.tensor([], dtype=DTYPES[case["dtype"]]).element_size()
+    return int(b + per_point * (points - pb) + case["batch"] * points * element)

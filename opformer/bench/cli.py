@@ -16,14 +16,33 @@ __all__ = ["register", "main"]
 KINDS = ("galerkin", "fourier", "softmax", "linear")
 #: kinds on a 2D grid of n = side^2 points (opformer.bench.cases.GRID_KINDS)
 GRID_KIND_NAMES = ("window", "patched")
+#: the values of --dtype, and the other spellings of them that are accepted
+DTYPE_NAMES = ("float32", "tf32", "bfloat16")
+_DTYPE_ALIASES = {"fp32": "float32", "float": "float32", "bf16": "bfloat16"}
+
+
+def _dtype(text: str) -> str:
+    """The --dtype value: float32, tf32 or bfloat16 (also fp32, bf16, any case); float16 and float64 are refused
+    with what to use instead."""
+    name = text.strip().lower()
+    name = _DTYPE_ALIASES.get(name, name)
+    if name in DTYPE_NAMES:
+        return name
+    if name in ("float16", "fp16", "half"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not one of the dtypes measured here; use bfloat16 (16 bits "
+                                         "with float32's range) or float32")
+    if name in ("float64", "fp64", "double"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not one of the dtypes measured here; use float32 or bfloat16")
+    choices = ", ".join(repr(d) for d in DTYPE_NAMES)
+    raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from {choices})")
 
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch", type=int, default=4, help="batch size (default 4, the paper's Table 1)")
     p.add_argument("--device", default="cpu", help="cpu or cuda[:i] (default cpu)")
-    p.add_argument("--dtype", default="float32", choices=["float32", "tf32", "bfloat16"],
+    p.add_argument("--dtype", default="float32", type=_dtype, metavar="{float32,tf32,bfloat16}",
                    help="parameter/activation dtype; tf32: float32 with the TF32 matrix units allowed (CUDA); "
-                        "bfloat16 keeps float32 accumulation in the attention sums")
+                        "bfloat16 (bf16) keeps float32 accumulation in the attention sums")
     p.add_argument("--compile", action="store_true", help="time torch.compile(module) (compilation is in warm-up)")
     p.add_argument("--repeats", type=int, default=5, help="timed forward+backward passes; the median is reported")
     p.add_argument("--warmup", type=int, default=1, help="untimed passes first (>= 1; the first measures memory)")
@@ -138,6 +157,34 @@ def _finish(records: list[dict], args) -> int:
     return 1 if failed else 0
 
 
+def _interrupted(records: list[dict], args, planned: int) -> int:
+    """Ctrl-C during a sweep: keep the records measured so far (--json), say so in one line, exit 130 (as a shell
+    reports a command stopped by Ctrl-C)."""
+    from .suite import write_json
+
+    where = ""
+    if args.json and records:
+        write_json(records, args.json)
+        where = f"; their records are in {args.json}"
+    elif args.json:
+        where = f"; nothing written to {args.json}"
+    print(f"opformer: interrupted after {len(records)} of {planned} cases{where}", file=sys.stderr, flush=True)
+    return 130
+
+
+def _unknown_kinds_line(unknown: list[str], known: list[str]) -> str:
+    """One line for --kinds names that are no kind: the nearest known name for each, then the known ones."""
+    import difflib
+
+    folded = {k.lower(): k for k in known}
+    hints = []
+    for name in unknown:
+        near = ([folded[name.lower()]] if name.lower() in folded
+                else difflib.get_close_matches(name.lower(), known, n=1))
+        hints.append(f"{name!r}" + (f" (did you mean {near[0]!r}?)" if near else ""))
+    return f"--kinds: unknown kind {', '.join(hints)}; known: {' '.join(known)}"
+
+
 def _header(machine: dict) -> None:
     rates = ", ".join(f"{k[len('matmul_gflops_'):]} {machine.get('matmul_size', '')}^3 matmul {v:.1f} GFLOP/s"
                       for k, v in machine.items() if k.startswith("matmul_gflops_"))
@@ -164,6 +211,8 @@ def _check_output_files(args) -> Optional[str]:
 
     for flag_name in ("json", "plot"):
         value = getattr(args, flag_name, None)
+        if value is not None and not value.strip():
+            return f"--{flag_name} needs a file name, got an empty one"
         if not value:
             continue
         if Path(value).is_dir():
@@ -219,7 +268,7 @@ def _check_numbers(args, positive=(), at_least_one=()) -> Optional[str]:
 def cmd_attention(args) -> int:
     from .cases import attention_case
     from .runner import machine_with_rates
-    from .suite import bench_attention
+    from .suite import Interrupted, bench_attention
 
     problem = _check_output_files(args)
     if problem is None and min(args.n) < 1:
@@ -227,7 +276,7 @@ def cmd_attention(args) -> int:
     if problem is None:
         problem = _check_numbers(args, positive=("max_memory", "timeout"),
                                  at_least_one=("d_model", "heads", "layers", "batch", "repeats", "warmup", "threads",
-                                               "chunk_size", "matmul_size"))
+                                               "chunk_size", "matmul_size", "window", "patch"))
     if problem is None and args.d_model % args.heads:
         problem = f"--d-model {args.d_model} must be a multiple of --heads {args.heads}"
     if problem is not None:
@@ -238,9 +287,10 @@ def cmd_attention(args) -> int:
         from opformer.nn import KERNELS
 
         unknown = [k for k in unknown if k not in KERNELS]
-    if unknown:
-        print(f"opformer: error: unknown kinds {unknown}; known: {list(KINDS + GRID_KIND_NAMES)}", file=sys.stderr)
-        return 2
+        if unknown:
+            known = list(KINDS + GRID_KIND_NAMES) + [k for k in KERNELS if k not in KINDS + GRID_KIND_NAMES]
+            print(f"opformer: error: {_unknown_kinds_line(unknown, known)}", file=sys.stderr)
+            return 2
     for kind in args.kinds:  # 2D kinds: n a perfect square (and its side a multiple of the patch)
         for n in args.n:
             try:
@@ -259,37 +309,40 @@ def cmd_attention(args) -> int:
     machine = machine_with_rates(args.device, args.dtype, args.matmul_size)
     _header(machine)
     max_memory = None if args.max_memory is None else int(args.max_memory * 2**30)
-    records = bench_attention(
-        args.kinds, args.n, max_memory=max_memory, isolate=not args.in_process, timeout=args.timeout,
-        machine=machine, log=_log, d_model=args.d_model, n_heads=args.heads, batch=args.batch,
-        layers=args.layers, pos_dim=args.pos_dim, chunk_size=args.chunk_size,
-        fourier_order=args.fourier_order, device=args.device,
-        dtype=args.dtype, compile=args.compile, repeats=args.repeats, warmup=args.warmup, threads=args.threads,
-        fused=not args.no_fused, compare_reference=args.reference, matmul_size=args.matmul_size,
-        window=args.window, patch=args.patch,
-    )
+    try:
+        records = bench_attention(
+            args.kinds, args.n, max_memory=max_memory, isolate=not args.in_process, timeout=args.timeout,
+            machine=machine, log=_log, d_model=args.d_model, n_heads=args.heads, batch=args.batch,
+            layers=args.layers, pos_dim=args.pos_dim, chunk_size=args.chunk_size,
+            fourier_order=args.fourier_order, device=args.device,
+            dtype=args.dtype, compile=args.compile, repeats=args.repeats, warmup=args.warmup, threads=args.threads,
+            fused=not args.no_fused, compare_reference=args.reference, matmul_size=args.matmul_size,
+            window=args.window, patch=args.patch,
+        )
+    except Interrupted as stop:
+        return _interrupted(stop.records, args, len(args.kinds) * len(args.n))
     return _finish(records, args)
 
 
 def cmd_model(args) -> int:
-    from .cases import GRID_MODELS, model_case
+    from .cases import check_model_size, default_model_n, model_case
     from .runner import machine_with_rates
-    from .suite import bench_model
+    from .suite import Interrupted, bench_model
 
     problem = _check_output_files(args)
     if problem is None and args.n and min(args.n) < 1:
         problem = f"--n must be >= 1, got {min(args.n)}"
     if problem is None:
-        problem = _check_numbers(args, positive=("timeout",),
+        problem = _check_numbers(args, positive=("max_memory", "timeout"),
                                  at_least_one=("batch", "repeats", "warmup", "threads", "matmul_size"))
     if problem is not None:
         print(f"opformer: error: {problem}", file=sys.stderr)
         return 2
-    ns = {p: args.n or ([16384] if p in GRID_MODELS else [8192]) for p in args.preset}
+    ns = {p: args.n or [default_model_n(p)] for p in args.preset}
     for preset in args.preset:  # unknown names, and n not a perfect square for the 2D models: one line, exit 2
         for n in ns[preset]:
             try:
-                model_case(preset, n)
+                check_model_size(model_case(preset, n, batch=args.batch, dtype=args.dtype))
             except ValueError as err:
                 print(f"opformer: error: {str(err).splitlines()[0]}", file=sys.stderr)
                 return 2
@@ -298,11 +351,15 @@ def cmd_model(args) -> int:
     _header(machine)
     records = []
     for preset in args.preset:
-        records += bench_model(
-            preset, ns[preset], isolate=not args.in_process, timeout=args.timeout, machine=machine, log=_log,
-            batch=args.batch, device=args.device, dtype=args.dtype, compile=args.compile, repeats=args.repeats,
-            warmup=args.warmup, threads=args.threads, matmul_size=args.matmul_size,
-        )
+        try:
+            records += bench_model(
+                preset, ns[preset], max_memory=None if args.max_memory is None else int(args.max_memory * 2**30),
+                isolate=not args.in_process, timeout=args.timeout, machine=machine, log=_log,
+                batch=args.batch, device=args.device, dtype=args.dtype, compile=args.compile, repeats=args.repeats,
+                warmup=args.warmup, threads=args.threads, matmul_size=args.matmul_size,
+            )
+        except Interrupted as stop:
+            return _interrupted(records + stop.records, args, sum(len(ns[p]) for p in args.preset))
     return _finish(records, args)
 
 
@@ -325,9 +382,39 @@ def _case_spec(text: str) -> tuple[str, dict]:
 _TRAIN_ALIASES = {"data": "data.path", "test_data": "data.test_path", "keys": "data.keys"}
 
 
-def cmd_train(args) -> int:
-    import torch
+def _train_case_note(preset: str, overrides: dict, epochs: int, device: str) -> Optional[str]:
+    """Check a case of ``bench train`` before anything runs: the preset, its overrides, a data file it names
+    (ConfigError, DataError or ValueError in the user's terms).  Returns a note when the case's default data is not
+    generated yet (the case generates it first, which can take long), else None."""
+    from ..data.readers import resolve_paths
+    from ..pde.errors import DataError
+    from ..tasks.base import ensure_files
+    from ..train.config import apply_overrides, load_preset, resolve
 
+    fixed = {"epochs": epochs, "accelerator": "gpu" if device == "cuda" else "cpu", "devices": 1}  # as the run sets
+    cfg, _ = apply_overrides(load_preset(preset), {**overrides, **fixed})
+    run = resolve(cfg)
+    for name, path in (("data", run.data.path), ("test_data", run.data.test_path)):
+        if path is not None:
+            try:
+                resolve_paths(path)  # a file, a glob pattern or a list of them
+            except DataError as err:
+                raise DataError(f"{name}={err}") from None
+    if ensure_files(run.task, run.data, run.options, generate=False) is not None:
+        return None
+    size = ""
+    try:
+        from ..pde.generate import make_recipe
+
+        recipe = make_recipe(run.task.generator, **run.task.default_recipes(run.data, run.options)[0])
+        size = f" ({recipe['n_samples']} samples at resolution {recipe['resolution']})"
+    except (KeyError, TypeError, ValueError):
+        pass
+    return (f"{preset}: its default data{size} is not generated yet; it is generated first, which can take long "
+            f"(`opformer data prepare {preset}` does it ahead; {preset}:data=FILE uses a file of yours)")
+
+
+def cmd_train(args) -> int:
     from ..config import ConfigError
     from ..pde.errors import DataError
     from . import measure
@@ -351,14 +438,22 @@ def cmd_train(args) -> int:
         problem = f"--warmup must be >= 0, got {args.warmup}"
     if problem is None:
         problem = _check_numbers(args, at_least_one=("epochs", "repeats", "threads"))
+    notes = []
+    for preset, over in cases if problem is None else ():  # every case's preset, fields and files, before any runs
+        try:
+            notes.append(_train_case_note(preset, {**shared, **over}, args.epochs, args.device))
+        except (ConfigError, DataError, ValueError) as err:
+            problem = f"{preset}: {str(err).splitlines()[0] if str(err) else type(err).__name__}"
     if problem is not None:
         print(f"opformer: error: {problem}", file=sys.stderr)
         return 2
+    from .runner import machine_with_rates
+
     _threads(args)
-    info = measure.machine_info(args.device)
-    gpu = f"{info['gpu']} on " if "gpu" in info else ""
-    print(f"# {gpu}{info.get('cpu', '')}; torch {torch.__version__}, {torch.get_num_threads()} threads; "
-          f"load {measure.loadavg()}")
+    machine = machine_with_rates(args.device)
+    _header(machine)
+    for note in filter(None, notes):
+        print(f"# note: {note}", flush=True)
     print("# overhead = epoch (training + validation + checkpoints) / (steps x bare optimizer step); goal <= 1.25")
     print("# bare step: the median of bare steps timed " + ("after each epoch" if args.device == "cuda" else
           "between the epoch's own steps (their time taken out of the epoch's)"))
@@ -370,7 +465,10 @@ def cmd_train(args) -> int:
         except (ConfigError, DataError) as err:
             print(f"opformer: error: {preset}: {err}", file=sys.stderr)
             return 2
-        rec["machine"] = measure.machine_info(args.device)
+        except KeyboardInterrupt:
+            return _interrupted(records, args, len(cases))
+        rec["machine"] = machine
+        rec["matmul_gflops_fp32"] = machine.get("matmul_gflops_fp32")
         rec["loadavg"] = measure.loadavg()
         records.append(rec)
         share = rec.get("model_step_seconds")
@@ -452,8 +550,11 @@ def register(subparsers) -> argparse.ArgumentParser:
                         "(= vit-galerkin) vit-ft unet deeponet cno (n = number of points, a perfect square: a side x "
                         "side grid)")
     m.add_argument("--n", nargs="+", type=int, default=None,
-                   help="resolutions: points per dimension for the paper presets (default 8192), number of grid "
-                        "points side^2 for the 2D models (default 16384 = 128^2)")
+                   help="resolutions: points per dimension for the paper presets (default 8192 in 1D, 141 in 2D: "
+                        "141^2 points), number of grid points side^2 for the 2D models (default 16384 = 128^2)")
+    m.add_argument("--max-memory", type=float, default=None,
+                   help="GiB; resolutions whose saved activations alone (counted on shapes, extrapolated from small "
+                        "ones) exceed it are skipped with a note (default 80%% of available memory)")
     _common(m)
     m.set_defaults(func=cmd_model)
 

@@ -7,10 +7,19 @@ from pathlib import Path
 from typing import Callable, Iterable, Optional
 
 from . import measure
-from .cases import attention_case, estimate_memory_bytes, model_case
+from .cases import attention_case, estimate_memory_bytes, model_case, model_memory_estimate_bytes
 from .runner import machine_with_rates, run_case
 
-__all__ = ["bench_attention", "bench_model", "default_max_memory", "write_json", "REQUIRED_FIELDS"]
+__all__ = ["bench_attention", "bench_model", "default_max_memory", "write_json", "REQUIRED_FIELDS", "Interrupted"]
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (or SIGINT) during a sweep: ``records`` holds the records of the cases measured before it."""
+
+    def __init__(self, records: list[dict]):
+        super().__init__()
+        self.records = records
+
 
 #: fields every record has (the JSON schema the tests check)
 REQUIRED_FIELDS = (
@@ -62,7 +71,8 @@ def bench_attention(
     ``case_kwargs`` go to :func:`~opformer.bench.cases.attention_case` (d_model, n_heads, batch, layers, chunk_size,
     device, dtype, compile, repeats, warmup, threads).  A case whose estimated memory exceeds ``max_memory``
     (default: :func:`default_max_memory`) is not run and is reported with status ``skipped`` and a note; so is a
-    case whose worker process dies or runs out of memory.
+    case whose worker process dies or runs out of memory.  Ctrl-C raises :class:`Interrupted` with the records
+    measured so far.
     """
     device = case_kwargs.get("device", "cpu")
     if max_memory is None:
@@ -70,20 +80,23 @@ def bench_attention(
     if machine is None:
         machine = machine_with_rates(device, case_kwargs.get("dtype", "float32"))
     records = []
-    for kind in kinds:
-        for n in ns:
-            case = attention_case(kind, n, **case_kwargs)
-            est = estimate_memory_bytes(case)
-            if est > max_memory:
-                rec = _skipped(
-                    case, f"estimated memory {_size(est)} exceeds the budget {_size(max_memory)}",
-                    machine,
-                )
-            else:
-                rec = run_case(case, machine=machine, isolate=isolate, timeout=timeout)
-            records.append(rec)
-            if log is not None:
-                log(rec)
+    try:
+        for kind in kinds:
+            for n in ns:
+                case = attention_case(kind, n, **case_kwargs)
+                est = estimate_memory_bytes(case)
+                if est > max_memory:
+                    rec = _skipped(
+                        case, f"estimated memory {_size(est)} exceeds the budget {_size(max_memory)}",
+                        machine,
+                    )
+                else:
+                    rec = run_case(case, machine=machine, isolate=isolate, timeout=timeout)
+                records.append(rec)
+                if log is not None:
+                    log(rec)
+    except KeyboardInterrupt:
+        raise Interrupted(records) from None
     return records
 
 
@@ -91,22 +104,38 @@ def bench_model(
     preset: str,
     ns: Iterable[int],
     *,
+    max_memory: Optional[int] = None,
     isolate: bool = True,
     timeout: Optional[float] = None,
     machine: Optional[dict] = None,
     log: Optional[Callable[[dict], None]] = None,
     **case_kwargs,
 ) -> list[dict]:
-    """The same figures for a whole model built by ``opformer.models`` from a named preset, at each resolution n."""
+    """The same figures for a whole model built by ``opformer.models`` from a named preset, at each resolution n
+    (Ctrl-C: :class:`Interrupted`, as :func:`bench_attention`).  A resolution whose estimated memory
+    (:func:`~opformer.bench.cases.model_memory_estimate_bytes`) exceeds ``max_memory`` (default
+    :func:`default_max_memory`) is not run and is reported with status ``skipped`` and a note."""
     device = case_kwargs.get("device", "cpu")
+    if max_memory is None:
+        max_memory = default_max_memory(device)
     if machine is None:
         machine = machine_with_rates(device, case_kwargs.get("dtype", "float32"))
     records = []
-    for n in ns:
-        rec = run_case(model_case(preset, n, **case_kwargs), machine=machine, isolate=isolate, timeout=timeout)
-        records.append(rec)
-        if log is not None:
-            log(rec)
+    try:
+        for n in ns:
+            case = model_case(preset, n, **case_kwargs)
+            est = model_memory_estimate_bytes(case)
+            if est is not None and est > max_memory:
+                rec = _skipped(case, f"estimated memory {_size(est)} (the activations saved for backward) "
+                               f"exceeds the budget {_size(max_memory)}", machine)
+                rec["estimated_memory_bytes"] = est
+            else:
+                rec = run_case(case, machine=machine, isolate=isolate, timeout=timeout)
+            records.append(rec)
+            if log is not None:
+                log(rec)
+    except KeyboardInterrupt:
+        raise Interrupted(records) from None
     return records
 
 

@@ -162,7 +162,8 @@ def train_overhead(preset: str, overrides: Optional[dict] = None, *, epochs: int
     from ..train.cli import _quiet_lightning
     from ..train.config import apply_overrides, load_preset
     from ..train.module import OperatorModule, make_adam
-    from ..train.run import _DataModule, _trainer, background_checkpoints, checkpoint_callbacks, prepare_run
+    from ..train.run import (_DataModule, _interruptible, _trainer, background_checkpoints, checkpoint_callbacks,
+                             prepare_run)
 
     cfg = load_preset(preset)
     dev = torch.device(device)
@@ -226,7 +227,8 @@ def train_overhead(preset: str, overrides: Optional[dict] = None, *, epochs: int
         clock.watch_checkpoints(trainer)
         gc.callbacks.append(clock.gc_event)
         try:
-            trainer.fit(module, datamodule=_DataModule(bundle.datasets, t))
+            # Ctrl-C: a KeyboardInterrupt, not Lightning's silent exit(1) after its own shutdown
+            _interruptible(trainer, trainer.fit, module, datamodule=_DataModule(bundle.datasets, t))
         finally:
             gc.callbacks.remove(clock.gc_event)
     epoch_s, steps = clock.epochs[-1]
