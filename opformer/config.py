@@ -435,7 +435,8 @@ class TrainConfig:
     accelerator: Literal["auto", "cpu", "gpu", "cuda", "mps"] = opt("auto", "hardware")
     devices: Union[int, str] = opt(1, "devices (processes) per node, or 'auto'")
     strategy: Literal["auto", "ddp", "ddp_spawn", "ddp_find_unused_parameters_true"] = opt(
-        "auto", "distribution strategy")
+        "auto", "distribution strategy: auto (ddp with several devices), ddp, ddp_find_unused_parameters_true "
+        "(ddp_spawn is refused: its processes' results do not come back)")
     num_nodes: int = opt(1, "nodes", min=1)
     num_workers: int = opt(0, "data loader worker processes", min=0)
     deterministic: Union[bool, Literal["auto"]] = opt(

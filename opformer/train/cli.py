@@ -313,7 +313,14 @@ def _train(args: argparse.Namespace) -> int:
 
     if args.threads is not None and args.threads < 1:
         return _fail(f"--threads must be >= 1, got {args.threads}")
-    _set_threads(args.threads)
+    from .run import check_hardware
+
+    try:
+        world = check_hardware(run.train)
+    except ConfigError as exc:
+        return _fail(exc)
+    _set_threads(args.threads, processes=max(1, world // max(1, run.train.num_nodes)),
+                 devices=str(run.train.devices))
 
     out = args.out or f"runs/{run.name}"
     received = []
@@ -322,7 +329,10 @@ def _train(args: argparse.Namespace) -> int:
         received.append(signum)
         request_stop(signum, frame)  # raises KeyboardInterrupt, and sets the flag the training checks if it is lost
 
-    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    # an ignored SIGTERM stays ignored: the processes that the first of several starts leave stopping to it
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous is not signal.SIG_IGN:
+        signal.signal(signal.SIGTERM, on_sigterm)
     try:
         with _one_line_warnings():
             metrics = train(cfg, out, resume=args.resume, overwrite=args.overwrite, progress=_progress_bar_wanted(args),
@@ -341,7 +351,8 @@ def _train(args: argparse.Namespace) -> int:
         print(_interrupted(out, "terminated" if received else "interrupted"), file=sys.stderr)
         return 128 + (received[0] if received else signal.SIGINT)
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        if previous is not signal.SIG_IGN:
+            signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
         clear_stop()
     if metrics.get("plots") is not None:
         use = "opformer.load / opformer rollout" if "trajectories" in metrics else "opformer.load / opformer predict"
@@ -393,15 +404,18 @@ def _interrupted(out: str, how: str) -> str:
             f"(--out {out})")
 
 
-def _set_threads(requested) -> int:
+def _set_threads(requested, processes: int = 1, devices: str = "1") -> int:
     """Torch threads for this process: ``--threads``, else ``$OMP_NUM_THREADS``, else the CPUs it may use shared
-    among the local processes (torchrun / Lightning DDP), or, for one process, less the CPUs other work keeps busy
-    at the start; printed, with a warning when the machine is already loaded beyond its CPUs."""
+    among the local processes (torchrun, or the ``processes`` per node that Lightning starts for ``--devices``),
+    or, for one process, less the CPUs other work keeps busy at the start; printed (by the first process), with a
+    warning when the machine is already loaded beyond its CPUs or the local processes' threads exceed them.  With
+    several processes the count is put in ``$OMP_NUM_THREADS`` as well: Lightning would otherwise replace it with
+    its own share of the CPUs, and the processes it starts read it from there."""
     import os
 
-    from ..threads import TRAIN_ADVICE, apply_threads, choose_threads
+    from ..threads import TRAIN_ADVICE, apply_threads, available_cpus, choose_threads
 
-    local = int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1)
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", "0") or 0) or max(1, processes)
     if requested is None and os.environ.get("OMP_NUM_THREADS", "").strip().isdigit():
         requested = max(1, int(os.environ["OMP_NUM_THREADS"]))  # the user's explicit setting
     if requested is None and local > 1:
@@ -409,7 +423,23 @@ def _set_threads(requested) -> int:
     # one process choosing for itself: leave out the CPUs that other work keeps busy now
     chosen = choose_threads(requested, avoid_busy=requested is None)
     advice = TRAIN_ADVICE if chosen[0] > 1 else "training will be slower than this machine can do"
-    return apply_threads(chosen=chosen, log=lambda line: print(line.replace("# ", "", 1), flush=True), advice=advice)
+    from .run import _is_rank_zero
+
+    first = _is_rank_zero()
+    log = (lambda line: print(line.replace("# ", "", 1), flush=True)) if first else None
+    n = apply_threads(chosen=chosen, log=log, advice=advice)
+    if local > 1:
+        os.environ["OMP_NUM_THREADS"] = str(n)
+        cpus = available_cpus()[0]
+        if first and local * n > cpus:
+            if cpus >= local:  # fewer threads each fit
+                fix = f"--threads {cpus // local}" + (f", or at most {cpus // n} processes" if cpus // n > 1 else "")
+            else:
+                fix = f"at most {cpus} processes" if cpus > 1 else "one process"
+            print(f"warning: --devices {devices}: {local} processes of {n} thread{'s' if n > 1 else ''} on {cpus} "
+                  f"CPU{'s' if cpus > 1 else ''}: they take turns on the CPUs and wait for each other at every step; "
+                  f"use {fix} here", flush=True)
+    return n
 
 
 def _quiet_lightning() -> None:

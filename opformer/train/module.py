@@ -150,6 +150,7 @@ class OperatorModule(L.LightningModule):
         self._last_finite = None  # (epoch, step, loss)
         self.elapsed_before = 0.0  # training seconds of earlier (interrupted) runs of this run directory
         self._fit_started = None
+        self._rng_restored = False  # on_load_checkpoint gave this process its own random stream back
         self._val_sums: dict[str, list] = {}
         self._good_state = None  # (weights, optimizer state, epoch) at the start of the epoch
         self._retries_used = 0
@@ -657,6 +658,13 @@ class OperatorModule(L.LightningModule):
 
     def on_fit_start(self) -> None:
         self._fit_started = time.perf_counter()
+        # every process was seeded alike (the same initial weights), so their random streams were one: each share of
+        # a batch drew the same dropout masks.  The first process keeps the run's stream (that of one process), the
+        # others take streams of their own; a resumed run has each process's stream from its checkpoint instead
+        if self._trainer is not None and self.trainer.world_size > 1 and not self._rng_restored:
+            rank = self.trainer.global_rank
+            if rank > 0:
+                torch.manual_seed(_rank_seed(self.train_cfg.seed, rank, self.global_step))
 
     def on_train_start(self) -> None:
         # the network's training forward and backward as CUDA graphs where they apply (opformer.train.cuda_graphs)
@@ -691,6 +699,8 @@ class OperatorModule(L.LightningModule):
             checkpoint["data_files"] = self.data_record["files"]
             checkpoint["data_splits"] = self.data_record["splits"]
         checkpoint["training_seconds"] = self.training_seconds()
+        # how many processes trained it: a resume on another count is checked against it (the steps of an epoch)
+        checkpoint["world_size"] = self.trainer.world_size if self._trainer is not None else 1
         checkpoint["divergence"] = {"retries_used": self._retries_used, "lr_halvings": self.lr_halvings,
                                     "log": list(self.divergence_log), "spike_count": self.loss_spike_count,
                                     "spikes": [list(t) for t in self.loss_spikes],
@@ -709,6 +719,12 @@ class OperatorModule(L.LightningModule):
             "numpy": _np_state_to_plain(np.random.get_state()),
             "python": random.getstate(),
         }
+        if self._trainer is not None and self.trainer.world_size > 1:
+            # every process's torch stream (the dropout masks of its share of the batch), gathered on each: Lightning
+            # makes the checkpoint on every process, and the first writes it
+            mine = torch.get_rng_state().to(self.trainer.strategy.root_device)
+            every = self.trainer.strategy.all_gather(mine)
+            checkpoint["rng_states"]["torch_by_rank"] = [t.cpu().clone() for t in every.unbind(0)]
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         self.elapsed_before = float(checkpoint.get("training_seconds", 0.0))
@@ -739,6 +755,21 @@ class OperatorModule(L.LightningModule):
             torch.set_rng_state(states["torch"])
             np.random.set_state(_np_state_from_plain(states["numpy"]))
             random.setstate(states["python"])
+            world = self.trainer.world_size if self._trainer is not None else 1
+            rank = self.trainer.global_rank if self._trainer is not None else 0
+            by_rank = states.get("torch_by_rank")
+            if world > 1 and isinstance(by_rank, list) and len(by_rank) == world:
+                torch.set_rng_state(by_rank[rank])
+                self._rng_restored = True
+            elif world == 1:
+                self._rng_restored = True
+            # else (a checkpoint of another number of processes, or from before the streams were kept): the first
+            # process goes on with the checkpoint's stream, the others start streams of their own in on_fit_start
+
+
+def _rank_seed(seed: int, rank: int, step: int) -> int:
+    """The seed of process ``rank``'s own random stream (dropout masks), started at optimizer step ``step``."""
+    return (seed * 1_000_003 + step * 7919 + rank * 104_729) % (2 ** 63)
 
 
 def _to_cpu(obj):

@@ -14,6 +14,8 @@ import itertools
 import json
 import os
 import shutil
+import signal
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -51,7 +53,16 @@ class RunDirError(RuntimeError):
 
 
 def _is_rank_zero() -> bool:
-    return int(os.environ.get("RANK", os.environ.get("LOCAL_RANK", 0))) == 0
+    """Whether this is the job's first process, before Lightning has set the ranks up: torchrun's ``RANK``, else the
+    SLURM task's number where Lightning takes the ranks from SLURM (every task of an ``srun``, outside its
+    interactive mode), else ``LOCAL_RANK`` (set by Lightning's own launcher)."""
+    rank = os.environ.get("RANK")
+    if rank is None and "SLURM_NTASKS" in os.environ and \
+            os.environ.get("SLURM_JOB_NAME") not in ("bash", "interactive"):
+        rank = os.environ.get("SLURM_PROCID")
+    if rank is None:
+        rank = os.environ.get("LOCAL_RANK", 0)
+    return int(rank or 0) == 0
 
 
 #: train fields that do not change a run's result (how many processes ran it, on what hardware)
@@ -960,7 +971,7 @@ def _trainer(t, out: Path, progress: bool, callbacks: list, logger=True, **extra
     strategy = t.strategy
     if strategy == "ddp" and t.accelerator == "cpu":
         strategy = L.pytorch.strategies.DDPStrategy(process_group_backend="gloo")
-    return L.Trainer(
+    trainer = L.Trainer(
         max_epochs=t.epochs,
         accelerator=t.accelerator,
         devices=t.devices,
@@ -982,6 +993,69 @@ def _trainer(t, out: Path, progress: bool, callbacks: list, logger=True, **extra
         default_root_dir=out,
         **extra,
     )
+    _keep_own_sigterm(trainer)
+    _start_processes_quietly(trainer)
+    return trainer
+
+
+#: the processes Lightning started for this one (``--devices`` N without torchrun), ended with it
+_STARTED: list = []
+
+#: the signals a stop is asked with: the first process alone takes them (Ctrl-C reaches every process in the group)
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def _start_processes_quietly(trainer: L.Trainer) -> None:
+    """Start the other processes of ``--devices N`` (Lightning's launcher, when no torchrun or cluster starts them)
+    with Ctrl-C and SIGTERM ignored, and note them to end with this one (:func:`_end_started_processes`).
+
+    Ctrl-C reaches every process of the terminal's group, and a scheduler's SIGTERM every process of the job.  A
+    process that ended on it by itself (one still starting says "interrupted" at once) made Lightning kill the
+    first process before it had said where the run can be resumed from, or left it waiting in a collective.  The
+    first process alone now stops, as with one process, and Lightning ends the others once it has."""
+    launcher = trainer.strategy.launcher
+    spawn = getattr(launcher, "_call_children_scripts", None)
+    if spawn is None or not isinstance(getattr(launcher, "procs", None), list):
+        return
+
+    def spawn_ignoring_stops():
+        main = threading.current_thread() is threading.main_thread()
+        previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in _STOP_SIGNALS} if main else {}
+        try:
+            spawn()  # an ignored signal stays ignored in a started program (a handler does not)
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            _STARTED.extend(launcher.procs)
+
+    launcher._call_children_scripts = spawn_ignoring_stops
+
+
+def _end_started_processes() -> None:
+    """Kill the processes Lightning started for this one that still run (this one ends on an error or a stop;
+    they write nothing, and would otherwise wait in their next collective)."""
+    while _STARTED:
+        proc = _STARTED.pop()
+        if proc.poll() is None:
+            with contextlib.suppress(OSError):
+                proc.kill()
+            with contextlib.suppress(Exception):
+                proc.wait(timeout=10)
+
+
+def _keep_own_sigterm(trainer: L.Trainer) -> None:
+    """Leave SIGTERM to the command's own handler (it stops the run as Ctrl-C does) instead of Lightning's.
+
+    Lightning's handler broadcasts from rank 0 inside the signal handler: a SIGTERM that reaches rank 0 while the
+    other ranks wait in another collective (the barrier after a checkpoint) leaves every process waiting for ever.
+    Without it, rank 0 ends on the interruption and Lightning's launcher ends the processes it started.  One process
+    keeps Lightning's (it broadcasts nothing there)."""
+    if trainer.world_size > 1:
+        trainer._signal_connector.register_signal_handlers = _no_signal_handlers
+
+
+def _no_signal_handlers() -> None:
+    """In place of Lightning's signal handlers (a module-level function: ``ddp_spawn`` pickles the trainer)."""
 
 
 def fit_run(run, bundle, explicit=frozenset()) -> list[str]:
@@ -1062,10 +1136,11 @@ def _train(cfg: dict, out, resume: bool, overwrite: bool, progress: bool, explic
     out = Path(out)
     cfg = absolute_data_paths(cfg)
     run0 = resolve(cfg)
-    check_hardware(run0.train)
+    world = check_hardware(run0.train)
     check_out_dir(out, run0.raw, resume, overwrite, compare_model=False,  # fail early, before the data
                   fitted_train=run0.task.fitted_train_fields, explicit=explicit)
     run, bundle, operator, artifact, notes = prepare_run(cfg, explicit, progress, announce=True)
+    check_split_sizes(bundle.datasets, world, run.train)
     record = data_record(bundle)
     had_lock = (out / LOCK).exists()
     previous = _lock_content(out) if had_lock else None  # the lock file's signature, for a refused start to put back
@@ -1076,6 +1151,8 @@ def _train(cfg: dict, out, resume: bool, overwrite: bool, progress: bool, explic
             _restore_set_aside(out)
         try:
             ckpt_path = check_out_dir(out, run.raw, resume, overwrite, locked=True, data=record)
+            if ckpt_path is not None and _is_rank_zero():
+                check_resume_processes(ckpt_path, run.train, len(bundle.datasets["train"]), world)
         except BaseException:
             if _is_rank_zero() and not had_lock:  # a refused start leaves the directory as it was
                 (out / LOCK).unlink(missing_ok=True)
@@ -1090,6 +1167,7 @@ def _train(cfg: dict, out, resume: bool, overwrite: bool, progress: bool, explic
             return _fit(run, bundle, operator, artifact, notes, out, ckpt_path, resume, overwrite, progress,
                         record, started)
         except BaseException:
+            _end_started_processes()
             # a start that fails before its first epoch (Lightning refusing a setting, a failed setup) leaves no
             # run behind, so that the corrected command just works; a resumed run keeps all its files
             if _is_rank_zero() and ckpt_path is None and not started.fired:
@@ -1174,9 +1252,10 @@ def _undo_start(out: Path, before: set, had_lock: bool, new_dirs: list, wrote_co
     _remove_empty_dirs(new_dirs)
 
 
-def check_hardware(t) -> None:
+def check_hardware(t) -> int:
     """Refuse, before anything is read or written, an accelerator this machine lacks and a batch that the processes
-    cannot share evenly (Lightning would fail only after the run directory was made)."""
+    cannot share evenly (Lightning would fail only after the run directory was made); returns the number of
+    processes the run will have."""
     acc = t.accelerator
     if acc in ("gpu", "cuda") and not torch.cuda.is_available():
         build = "a CPU-only build of torch" if torch.version.cuda is None else "no CUDA device is visible"
@@ -1184,6 +1263,11 @@ def check_hardware(t) -> None:
                           f"{torch.__version__}); use --accelerator cpu or auto")
     if acc == "mps" and not torch.backends.mps.is_available():
         raise ConfigError("--accelerator mps: this machine has no usable Apple GPU; use --accelerator cpu or auto")
+    if t.strategy == "ddp_spawn":
+        # the fit runs in processes started afresh, whose trained module (epochs, the best validation error, the
+        # divergence records) never comes back to this one: metrics.json would be wrong and the command fail
+        raise ConfigError("--strategy ddp_spawn: not supported (the training runs in spawned processes whose results "
+                          "do not come back to this one); use --strategy ddp, or auto (ddp with several devices)")
     text = str(t.devices).strip()
     value = devices_value(t.devices)
     if (isinstance(value, list) or value == -1) and not _uses_gpu(t):
@@ -1211,6 +1295,77 @@ def check_hardware(t) -> None:
     if world > 1 and t.batch_size % world:
         raise ConfigError(f"--batch-size {t.batch_size} is not divisible by the {world} processes {how}: each "
                           "process takes an equal share of a batch")
+    return world
+
+
+def check_split_sizes(datasets: dict, world: int, t) -> None:
+    """Refuse splits that cannot give each of ``world`` processes a sample: Lightning would stop with a traceback on
+    the process left without a validation or test batch, and a process without training samples has no steps."""
+    if world < 2:
+        return
+    how = f"--devices {t.devices}" + (f" x --num-nodes {t.num_nodes}" if t.num_nodes > 1 else "")
+    for split, flag in (("train", "--n-train"), ("val", "--n-val"), ("test", "--n-test")):
+        ds = datasets.get(split)
+        n = len(ds) if ds is not None else world
+        if n < world:
+            name = {"train": "training", "val": "validation", "test": "test"}[split]
+            pairs = getattr(ds, "traj", None) is not None
+            unit = ("pair" if n == 1 else "pairs") if pairs else ("sample" if n == 1 else "samples")
+            raise ConfigError(f"{how}: the {name} split has {n} {unit}, fewer than the {world} processes, and "
+                              f"each process needs at least one; give {flag} a larger value (the splits: --n-train, "
+                              "--n-val, --n-test), or use fewer processes")
+
+
+def steps_per_epoch(n_train: int, t, world: int) -> int:
+    """Optimizer steps in an epoch of ``n_train`` training samples on ``world`` processes: each process takes
+    ``n_train // world`` of them (the rest is left out) in batches of ``batch_size // world``."""
+    per_rank, size = n_train // world, max(1, t.batch_size // world)
+    steps = -(-per_rank // size)
+    limit = t.limit_train_batches
+    if isinstance(limit, bool) or limit is None:
+        return steps
+    if isinstance(limit, int):
+        return min(steps, limit)
+    return max(1, int(steps * limit)) if limit > 0 else 0
+
+
+def _checkpoint_world(ck: dict) -> Optional[int]:
+    """How many processes wrote the checkpoint: recorded since multi-process resumes are checked, else read from its
+    run config where that gives a number (None: not known)."""
+    if isinstance(ck.get("world_size"), int):
+        return ck["world_size"]
+    train = (ck.get("run_config") or {}).get("train") or {}
+    devices, nodes = str(train.get("devices", 1)).strip(), train.get("num_nodes", 1)
+    return int(devices) * int(nodes) if devices.isdigit() and isinstance(nodes, int) else None
+
+
+def check_resume_processes(ckpt_path, t, n_train: int, world: int) -> None:
+    """Refuse to resume on another number of processes when that changes the steps of an epoch (a training split
+    that is no multiple of both counts, a batch split otherwise): the checkpoint's learning-rate schedule and its
+    position in the epoch are counted in its own steps.  Where the steps are the same, the resume goes on."""
+    from ..tasks.artifact import read_checkpoint
+
+    ck = read_checkpoint(ckpt_path)
+    theirs = _checkpoint_world(ck)
+    if theirs is None or theirs == world:
+        return
+    mine, before = steps_per_epoch(n_train, t, world), steps_per_epoch(n_train, t, theirs)
+    if mine == before:
+        return
+
+    def procs(p):
+        return f"{p} process{'es' if p > 1 else ''}"
+
+    def steps(p, count):
+        kept = n_train - n_train % p
+        left = f", the last {n_train - kept} left out" if kept < n_train else ""
+        return (f"{count} steps an epoch ({kept} of the {n_train} training samples in batches of {t.batch_size // p} "
+                f"per process{left})")
+
+    raise ConfigError(f"--resume: the checkpoint was written by {procs(theirs)}, {steps(theirs, before)}; this start "
+                      f"has {procs(world)}, {steps(world, mine)}: the checkpoint's learning-rate schedule and place "
+                      f"in its epoch are counted in its own steps; resume on {procs(theirs)} (--devices, "
+                      "--num-nodes), or start again with --overwrite")
 
 
 def _process_group_exists() -> bool:
@@ -1229,7 +1384,7 @@ def _close_process_group() -> None:
 
 def _fit(run, bundle, operator, artifact, notes, out: Path, ckpt_path, resume: bool, overwrite: bool,
          progress: bool, record: Optional[dict] = None, started: Optional[L.Callback] = None) -> dict:
-    for note in notes:
+    for note in notes if _is_rank_zero() else ():  # the same on every process: said once
         print(f"note: {note}")
     t = run.train
     module = OperatorModule(run, operator, artifact)
