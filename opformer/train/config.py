@@ -194,7 +194,10 @@ def load_preset(name_or_path: str) -> dict:
     names = sorted(set(files) | set(generated))
     near = difflib.get_close_matches(str(name_or_path), names, n=3, cutoff=0.5)
     hint = f" Did you mean {', '.join(near)}?" if near else ""
-    raise ConfigError(f"unknown preset or task {name_or_path!r}.{hint} `opformer train --list` shows them all")
+    from ..tasks.base import TASKS_VARIABLE
+
+    raise ConfigError(f"unknown preset or task {name_or_path!r}.{hint} `opformer train --list` shows them all (a "
+                      f"task of your own: {TASKS_VARIABLE}=its module or .py file, docs/tasks.md)")
 
 
 def _load_yaml_file(path: Path) -> dict:

@@ -222,3 +222,13 @@ def test_a_recipe_of_the_users_own_is_generated_in_this_process(own_module, monk
     with pytest.raises(ConfigError, match=r"^--workers 2: the recipe 'own-heat-recipe' of a task module is computed "
                                           r"in this process"):
         base.ensure_files(task, DataConfig(workers=2, recipe={"seed": 1}), task.options_class())
+
+
+def test_an_unknown_preset_names_the_variable_that_finds_a_users_task(tmp_path, monkeypatch, capsys):
+    """`opformer train heat-fno` without the task's module said only "unknown preset or task": a user who wrote a
+    task learnt nothing of how the command line finds it."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("OPFORMER_TASKS", raising=False)
+    assert main(["train", "heat-fno", "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert "unknown preset or task 'heat-fno'" in err and "OPFORMER_TASKS=" in err and err.count("\n") == 1, err
