@@ -415,18 +415,17 @@ def _saved_bytes_fake(case: dict, size: int) -> int:
     (points per dimension; the side of the grid for :data:`GRID_MODELS`), counted on fake tensors: shapes only,
     nothing allocated, no arithmetic."""
     from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.func import functional_call
 
     from opformer import models
 
-    from .measure import fwd_bwd_step
+    from .measure import fake_module, fwd_bwd_step
 
     cfg = _model_cfg(case["preset"])
-    torch.manual_seed(case.get("seed", 0))
-    module = models.build_model(cfg).to(dtype=DTYPES[case["dtype"]]).train()
+    with torch.random.fork_rng(devices=[]):  # the caller's random stream stays as it was
+        torch.manual_seed(case.get("seed", 0))
+        module = models.build_model(cfg).to(dtype=DTYPES[case["dtype"]]).train()
     mode = FakeTensorMode(allow_non_fake_inputs=True)
-    params = {k: mode.from_tensor(v) for k, v in module.named_parameters()}
-    buffers = {k: mode.from_tensor(v) for k, v in module.named_buffers()}
+    fake = fake_module(module, mode)
     total = 0
 
     def pack(t):
@@ -434,17 +433,11 @@ def _saved_bytes_fake(case: dict, size: int) -> int:
         total += t.numel() * t.element_size()
         return t
 
-    class _Fake(torch.nn.Module):
-        def forward(self, *args):
-            return functional_call(module, {**params, **buffers}, args)
-
     with mode:
-        for name, p in module.named_parameters():
-            params[name].requires_grad_(p.requires_grad)
         inputs = [t.to(DTYPES[case["dtype"]]) if t.is_floating_point() else t
                   for t in models.example_inputs(cfg, case["batch"], size)]
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-            fwd_bwd_step(_Fake(), *inputs)()
+            fwd_bwd_step(fake, *inputs)()
     return total
 
 
@@ -454,13 +447,8 @@ def default_model_n(preset: str) -> int:
     141 in 2D (Darcy's fine grid, 141^2 points; 8192 per dimension would be 8192^2)."""
     if preset in GRID_MODELS:
         return 16384
-    from opformer.models.registry import _resolve
-
-    try:
-        dim = _resolve(_model_cfg(preset))[0].spatial_dim
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return 8192  # an unknown name: refused with its own message when its case is made
-    return 8192 if dim == 1 else 141
+    # an unknown name (no dimension): refused with its own message when its case is made
+    return 141 if _model_dim({"preset": preset}) == 2 else 8192
 
 
 def _model_dim(case: dict) -> Optional[int]:

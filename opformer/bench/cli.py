@@ -444,6 +444,7 @@ def cmd_train(args) -> int:
             notes.append(_train_case_note(preset, {**shared, **over}, args.epochs, args.device))
         except (ConfigError, DataError, ValueError) as err:
             problem = f"{preset}: {str(err).splitlines()[0] if str(err) else type(err).__name__}"
+            break  # the first case refused is said
     if problem is not None:
         print(f"opformer: error: {problem}", file=sys.stderr)
         return 2

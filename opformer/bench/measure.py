@@ -194,21 +194,30 @@ def count_flops_fake(module: torch.nn.Module, *inputs) -> int:
     the asymptotic order can be checked at sizes too large to run.  Same count as :func:`count_flops` of the real
     step (the parameters and inputs are swapped for fake copies through ``torch.func.functional_call``)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.func import functional_call
 
     mode = FakeTensorMode()
+    fake = fake_module(module, mode)
+    fake_inputs = [mode.from_tensor(t) if isinstance(t, torch.Tensor) else t for t in inputs]
+    with mode:
+        return count_flops(fwd_bwd_step(fake, *fake_inputs))
+
+
+def fake_module(module: torch.nn.Module, mode) -> torch.nn.Module:
+    """A module that runs ``module`` with fake copies of its parameters and buffers (made by the ``FakeTensorMode``
+    ``mode``, needing gradients as the originals do), through ``torch.func.functional_call``: call it in ``mode``."""
+    from torch.func import functional_call
+
     params = {k: mode.from_tensor(v) for k, v in module.named_parameters()}
     buffers = {k: mode.from_tensor(v) for k, v in module.named_buffers()}
-    fake_inputs = [mode.from_tensor(t) if isinstance(t, torch.Tensor) else t for t in inputs]
+    with mode:
+        for name, p in module.named_parameters():
+            params[name].requires_grad_(p.requires_grad)
 
     class _Fake(torch.nn.Module):
         def forward(self, *args):
             return functional_call(module, {**params, **buffers}, args)
 
-    with mode:
-        for name, p in module.named_parameters():
-            params[name].requires_grad_(p.requires_grad)
-        return count_flops(fwd_bwd_step(_Fake(), *fake_inputs))
+    return _Fake()
 
 
 def _product_flops(func, args) -> int:

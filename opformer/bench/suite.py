@@ -79,25 +79,15 @@ def bench_attention(
         max_memory = default_max_memory(device)
     if machine is None:
         machine = machine_with_rates(device, case_kwargs.get("dtype", "float32"))
-    records = []
-    try:
-        for kind in kinds:
-            for n in ns:
-                case = attention_case(kind, n, **case_kwargs)
-                est = estimate_memory_bytes(case)
-                if est > max_memory:
-                    rec = _skipped(
-                        case, f"estimated memory {_size(est)} exceeds the budget {_size(max_memory)}",
-                        machine,
-                    )
-                else:
-                    rec = run_case(case, machine=machine, isolate=isolate, timeout=timeout)
-                records.append(rec)
-                if log is not None:
-                    log(rec)
-    except KeyboardInterrupt:
-        raise Interrupted(records) from None
-    return records
+
+    def skip(case: dict) -> Optional[dict]:
+        est = estimate_memory_bytes(case)
+        if est > max_memory:
+            return _skipped(case, f"estimated memory {_size(est)} exceeds the budget {_size(max_memory)}", machine)
+        return None
+
+    cases = (attention_case(kind, n, **case_kwargs) for kind in kinds for n in ns)
+    return _run_all(cases, skip, machine=machine, isolate=isolate, timeout=timeout, log=log)
 
 
 def bench_model(
@@ -120,16 +110,29 @@ def bench_model(
         max_memory = default_max_memory(device)
     if machine is None:
         machine = machine_with_rates(device, case_kwargs.get("dtype", "float32"))
+
+    def skip(case: dict) -> Optional[dict]:
+        est = model_memory_estimate_bytes(case)
+        if est is None or est <= max_memory:
+            return None
+        rec = _skipped(case, f"estimated memory {_size(est)} (the activations saved for backward) "
+                       f"exceeds the budget {_size(max_memory)}", machine)
+        rec["estimated_memory_bytes"] = est
+        return rec
+
+    cases = (model_case(preset, n, **case_kwargs) for n in ns)
+    return _run_all(cases, skip, machine=machine, isolate=isolate, timeout=timeout, log=log)
+
+
+def _run_all(cases: Iterable[dict], skip: Callable[[dict], Optional[dict]], *, machine: dict, isolate: bool,
+             timeout: Optional[float], log: Optional[Callable[[dict], None]]) -> list[dict]:
+    """The record of each case: ``skip(case)`` where that gives one (a case not to run), else the case run; each
+    passed to ``log`` as it comes.  Ctrl-C raises :class:`Interrupted` with the records so far."""
     records = []
     try:
-        for n in ns:
-            case = model_case(preset, n, **case_kwargs)
-            est = model_memory_estimate_bytes(case)
-            if est is not None and est > max_memory:
-                rec = _skipped(case, f"estimated memory {_size(est)} (the activations saved for backward) "
-                               f"exceeds the budget {_size(max_memory)}", machine)
-                rec["estimated_memory_bytes"] = est
-            else:
+        for case in cases:
+            rec = skip(case)
+            if rec is None:
                 rec = run_case(case, machine=machine, isolate=isolate, timeout=timeout)
             records.append(rec)
             if log is not None:

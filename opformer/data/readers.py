@@ -114,6 +114,30 @@ def _mat_v5_complex(path: Path, count: int) -> list[bool]:
     return found if len(found) == count else [False] * count
 
 
+def _mat_v4_complex(path: Path, count: int) -> list[bool]:
+    """Per variable of a v4 MAT-file, in file order: whether its header's imagf marks it complex (``whosmat`` does
+    not say so), read from the 20-byte headers only; all False where the file does not hold ``count`` variables as
+    expected."""
+    import struct
+
+    found: list[bool] = []
+    with open(path, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        pos = 0
+        while pos + 20 <= size:
+            fh.seek(pos)
+            head = fh.read(20)
+            mopt = struct.unpack("<i", head[:4])[0]
+            order = "<" if 0 <= mopt <= 5000 else ">"  # the type number, byte-swapped in a big-endian file
+            mopt, rows, cols, imagf, namlen = struct.unpack(order + "5i", head)
+            item = {0: 8, 1: 4, 2: 4, 3: 2, 4: 2, 5: 1}.get(mopt // 10 % 10)
+            if item is None or min(rows, cols, namlen) < 0:
+                break
+            found.append(bool(imagf))
+            pos += 20 + namlen + rows * cols * item * (2 if imagf else 1)
+    return found if len(found) == count else [False] * count
+
+
 def _mat_v5_variables(path: Path) -> list[tuple[str, tuple, str]]:
     """``(name, shape, class)`` of the variables of a v4/v5 MAT-file, from their headers (no value is read): the
     shapes as MATLAB gives them (a char row of 5 letters is (1, 5)), the class as :func:`_matlab_type` lists it."""
@@ -121,8 +145,8 @@ def _mat_v5_variables(path: Path) -> list[tuple[str, tuple, str]]:
 
     try:
         listed = scipy.io.whosmat(path, chars_as_strings=False)
-        complex_flags = ([False] * len(listed) if scipy.io.matlab.matfile_version(path)[0] != 1 else
-                         _mat_v5_complex(path, len(listed)))
+        complex_flags = (_mat_v5_complex if scipy.io.matlab.matfile_version(path)[0] == 1 else
+                         _mat_v4_complex)(path, len(listed))
     except Exception as exc:  # noqa: BLE001 - scipy raises several types for corrupt files
         raise DataError(f"{path}: cannot be read as a MATLAB file ({_first_line(exc)})") from None
     return [(name, tuple(int(d) for d in shape), _matlab_type(cls, cplx))

@@ -170,6 +170,14 @@ def test_train_checks_every_case_before_anything_runs(argv, said, capsys, nothin
     assert out == ""
 
 
+def test_train_names_the_first_case_it_refuses(capsys, nothing_runs, tmp_path, monkeypatch):
+    """With two bad cases the line named the last one, after checking every case behind the first."""
+    monkeypatch.chdir(tmp_path)
+    rc, out, err = _run(["train", "burgers-quick:data=first.npz", "burgers-quick:data=second.npz"], capsys)
+    line = _one_error_line(err)
+    assert rc == 2 and "first.npz" in line and "second.npz" not in line, line
+
+
 def test_train_says_when_it_must_generate_a_presets_data_first(tmp_path, capsys, fake_machine, monkeypatch):
     """Without a word, ``bench train darcy-gt-cpu`` on a fresh machine spent about 20 minutes generating data."""
     import opformer.bench.train as train
@@ -228,6 +236,19 @@ def test_a_model_size_the_model_refuses_is_one_line_before_anything_runs(argv, s
     rc, out, err = _run(argv, capsys)
     line = _one_error_line(err)
     assert rc == 2 and said in line, line
+
+
+def test_checking_a_model_size_leaves_the_callers_random_stream_alone():
+    """The check builds the model under a fixed seed; that seed used to become the caller's torch random state."""
+    import torch
+
+    from opformer.bench.cases import check_model_size, model_case, model_memory_estimate_bytes
+
+    torch.manual_seed(1234)
+    state = torch.random.get_rng_state()
+    check_model_size(model_case("burgers-gt", 64))
+    assert model_memory_estimate_bytes(model_case("burgers-gt", 4096)) > 0
+    assert torch.equal(torch.random.get_rng_state(), state)
 
 
 @pytest.mark.parametrize("argv", [

@@ -103,6 +103,22 @@ def test_a_key_that_holds_no_real_numbers_is_refused_in_one_line(mat, key, cls):
                                f"numeric keys: {numeric}")
 
 
+def test_a_complex_v4_variable_is_listed_and_refused_unread(tmp_path, capsys, monkeypatch):
+    """The v4 format (savemat format="4") marks a complex variable in its header: it was listed as double and read
+    whole before it was refused."""
+    path = tmp_path / "v4.mat"
+    scipy.io.savemat(path, {"a": A, "z": A + 1j * A, "name": "hi", "u": 2 * A}, format="4")
+    lines = _info(path, capsys)
+    assert lines["z"] == ["(6, 4)", "complex double", "(not real numbers: cannot be read)"]
+    assert lines["a"] == ["(6, 4)", "double"] and lines["u"] == ["(6, 4)", "double"]  # u: after z and the text
+    loaded = []
+    monkeypatch.setattr(scipy.io, "loadmat", lambda *args, **kwargs: loaded.append(kwargs) or {})
+    with pytest.raises(DataError, match=r"key 'z' expected a real numeric array, found a MATLAB complex double "
+                                        r"variable; numeric keys: \['a', 'u'\]$"):
+        load_arrays(path, ("z", "a"))
+    assert loaded == []
+
+
 def test_objects_and_empty_variables_are_refused_by_key(tmp_path):
     v5, v73 = _v5(tmp_path / "v5.mat", False), _v73(tmp_path / "v73.mat")
     with pytest.raises(DataError, match=r"key 'obj' expected a real numeric array, found a MATLAB object variable; "
