@@ -23,6 +23,7 @@ import hashlib
 import json
 import os
 import time
+import warnings
 from pathlib import Path
 from typing import ClassVar, Optional
 
@@ -30,7 +31,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from ..config import ConfigError, DataConfig, TrainConfig, flag, suggest
+from ..config import ConfigError, DataConfig, OpformerWarning, TrainConfig, flag, suggest
 from ..data.datasets import UnitGaussianNormalizer, keys_pair, make_splits
 from ..data.readers import open_source
 from ..models.presets import ATTENTION_KINDS
@@ -412,8 +413,9 @@ def unregister_task(name: str) -> None:
 def get_task(name: str) -> Task:
     _builtin()
     if name not in _TASKS:
+        failed = "".join(f"; {why}" for why in _failed_entry_points)
         raise ConfigError(f"unknown task {name!r}{_near(name)}; known tasks: {', '.join(sorted(_TASKS))} (a task of "
-                          f"your own: import its module first, or name it in {TASKS_VARIABLE}, docs/tasks.md)")
+                          f"your own: import its module first, or name it in {TASKS_VARIABLE}, docs/tasks.md){failed}")
     return _TASKS[name]
 
 
@@ -433,6 +435,7 @@ TASKS_VARIABLE = "OPFORMER_TASKS"
 ENTRY_POINT_GROUP = "opformer.tasks"
 _imported: set = set()  # the OPFORMER_TASKS entries and entry points imported so far
 _entry_points_done = False  # whether every entry point of the group has been imported (looked up once a process)
+_failed_entry_points: list = []  # why entry points failed to import (said once, and with an unknown task)
 
 
 def _builtin() -> None:
@@ -452,7 +455,9 @@ def _builtin() -> None:
 
 def _entry_points() -> None:
     """Import the task modules that installed packages declare in the ``opformer.tasks`` entry-point group
-    (``[project.entry-points."opformer.tasks"] heat = "mypackage.heat"``), once each."""
+    (``[project.entry-points."opformer.tasks"] heat = "mypackage.heat"``), once each.  One that fails to import is
+    said in a one-line warning and left out (an installed package's fault does not stop opformer's own tasks, nor
+    the others'); a lookup of a task that is then unknown names it."""
     global _entry_points_done
     if _entry_points_done:
         return
@@ -466,11 +471,11 @@ def _entry_points() -> None:
         try:
             ep.load()
         except Exception as exc:  # noqa: BLE001  (an installed package's own failure, told in one line)
-            _imported.discard(key)
             dist = getattr(getattr(ep, "dist", None), "name", None)
-            raise ConfigError(f"the {ENTRY_POINT_GROUP} entry point {ep.name} = {ep.value}"
-                              f"{f' of the installed package {dist}' if dist else ''} failed to import: "
-                              f"{_exception_line(exc)}") from None
+            why = (f"the {ENTRY_POINT_GROUP} entry point {ep.name} = {ep.value}"
+                   f"{f' of the installed package {dist}' if dist else ''} failed to import: {_exception_line(exc)}")
+            _failed_entry_points.append(why)
+            warnings.warn(f"{why}; its tasks are left out", OpformerWarning, stacklevel=4)
     _entry_points_done = True
 
 

@@ -264,11 +264,16 @@ def _preset_after_flags(args) -> None:
 
 
 def _train(args: argparse.Namespace) -> int:
+    from ..config import ConfigError
+    from ..tasks import get_task, list_tasks
     from .config import apply_overrides, field_table, list_presets, load_preset, resolve
 
+    try:  # the modules of OPFORMER_TASKS and installed packages' tasks first: a failure told in one line
+        with _one_line_warnings():
+            list_tasks()
+    except ConfigError as exc:
+        return _fail(exc)
     if args.list:
-        from ..tasks import get_task, list_tasks
-
         print("presets:\n  " + "\n  ".join(list_presets()))
         tasks = [f"{name} (= {name}-{next(iter(get_task(name).models))})" for name in list_tasks()
                  if get_task(name).models]

@@ -36,6 +36,23 @@ def _running(pid) -> bool:
         return False
 
 
+def _kill_left(proc, children) -> None:
+    """Kill the command ``proc`` and its processes ``children`` where a test left them running."""
+    if proc.poll() is None:
+        proc.kill()
+    for pid in children:
+        if _running(pid):
+            os.kill(int(pid), signal.SIGKILL)
+
+
+def _all_ended(children, wait: float = 15) -> bool:
+    """Whether the processes ``children`` end within ``wait`` seconds."""
+    deadline = time.time() + wait
+    while time.time() < deadline and [pid for pid in children if _running(pid)]:
+        time.sleep(0.2)
+    return not [pid for pid in children if _running(pid)]
+
+
 def _opformer(*args, timeout=300):
     return subprocess.run([PYTHON, "-m", "opformer", *map(str, args)], env=cli_env(), capture_output=True, text=True,
                           timeout=timeout)
@@ -156,18 +173,11 @@ def test_sigterm_to_the_first_of_two_processes_ends_both(tiny_config, tmp_path):
         proc.send_signal(signal.SIGTERM)
         stdout, stderr = proc.communicate(timeout=90)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        for pid in children:
-            if _running(pid):
-                os.kill(int(pid), signal.SIGKILL)
+        _kill_left(proc, children)
     assert proc.returncode == 128 + signal.SIGTERM, stderr[-3000:]
     assert [line for line in stderr.splitlines() if line.startswith("terminated:")], stderr[-3000:]
     assert "Traceback" not in stderr
-    deadline = time.time() + 15
-    while time.time() < deadline and [pid for pid in children if _running(pid)]:
-        time.sleep(0.2)
-    assert children and not [pid for pid in children if _running(pid)]
+    assert children and _all_ended(children)
     ck = __import__("torch").load(out / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
     assert ck["world_size"] == 2
 
@@ -265,19 +275,12 @@ def test_ctrl_c_while_the_second_process_starts_ends_the_run_in_one_line(tiny_co
         os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C does
         stdout, stderr = proc.communicate(timeout=120)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        for pid in children:
-            if _running(pid):
-                os.kill(int(pid), signal.SIGKILL)
+        _kill_left(proc, children)
     assert proc.returncode == 130, stderr[-3000:]
     lines = [line for line in stderr.splitlines() if "interrupted" in line]
     assert len(lines) == 1 and lines[0].startswith("interrupted"), stderr[-3000:]
     assert "Traceback" not in stderr
-    deadline = time.time() + 15
-    while time.time() < deadline and [pid for pid in children if _running(pid)]:
-        time.sleep(0.2)
-    assert children and not [pid for pid in children if _running(pid)]
+    assert children and _all_ended(children)
     assert not (out / "config.yaml").exists() or (out / "checkpoints" / "last.ckpt").exists()
 
 
