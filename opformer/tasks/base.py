@@ -398,11 +398,21 @@ def split_indices(data: DataConfig, train, test, test_all: bool) -> dict:
 
 # --- the registry ---------------------------------------------------------------------------------------------------------
 def register_task(task: Task) -> Task:
-    """Make ``task`` known by its name (replacing a task of the same name)."""
+    """Make ``task`` known by its name (replacing a task of the same name; a task of another class, from another
+    module, is replaced with a warning naming both: two modules that register one name would otherwise decide by
+    their import order which one trains)."""
     if not task.name:
         raise ValueError("a Task needs a name")
+    old = _TASKS.get(task.name)
+    if old is not None and _class_name(old) != _class_name(task):
+        warnings.warn(f"task {task.name!r} of {_class_name(task)} replaces the one of {_class_name(old)}",
+                      OpformerWarning, stacklevel=2)
     _TASKS[task.name] = task
     return task
+
+
+def _class_name(task: Task) -> str:
+    return f"{type(task).__module__}.{type(task).__qualname__}"
 
 
 def unregister_task(name: str) -> None:

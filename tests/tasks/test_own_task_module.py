@@ -260,3 +260,29 @@ def test_train_list_says_a_missing_task_module_or_a_failing_entry_point_in_one_l
     assert err == ("opformer: warning: the opformer.tasks entry point bad = no_such_ep_mod failed to import: "
                    "ModuleNotFoundError: No module named 'no_such_ep_mod'; its tasks are left out\n")
     assert "burgers" in out
+
+
+def test_a_task_of_another_class_under_a_known_name_is_replaced_with_a_warning():
+    """Two modules registering one task name decided by import order which one trained, without a word."""
+    import warnings
+
+    from opformer.config import OpformerWarning
+    from opformer.tasks import get_task, register_task
+
+    builtin = get_task("burgers")
+
+    class Mine(type(builtin)):
+        pass
+
+    try:
+        with pytest.warns(OpformerWarning, match=r"task 'burgers' of .*Mine replaces the one of "
+                                                 r"opformer\.tasks\.burgers\."):
+            register_task(Mine())
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # the same class again (a module imported twice): no warning
+            register_task(Mine())
+    finally:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            register_task(builtin)
+    assert get_task("burgers") is builtin
