@@ -474,6 +474,8 @@ def check_model_size(case: dict) -> None:
         _saved_bytes_fake(case, size)
     except ValueError as err:
         text = str(err).splitlines()[0] if str(err) else type(err).__name__
+        if text.startswith("resolution must be"):  # the command's flag, not the library's argument name
+            text = text.replace("resolution must be an int", "--n must be", 1)
         raise ValueError(f"model {case['preset']!r} at n={case['n']}: {text}") from None
     except Exception:  # noqa: BLE001 - not a refusal of the size: the run reports it
         pass

@@ -227,7 +227,7 @@ def test_a_model_size_that_cannot_fit_is_skipped_with_a_note(argv, tmp_path, cap
 
 
 @pytest.mark.parametrize("argv, said", [
-    (["model", "burgers-gt", "--n", "1"], "model 'burgers-gt' at n=1"),
+    (["model", "burgers-gt", "--n", "1"], "model 'burgers-gt' at n=1: --n must be >= 2, got 1"),
     (["model", "scot", "--n", "4"], "model 'scot' at n=4"),
     (["model", "burgers-gt", "vit", "--n", "9"], "model 'vit' at n=9"),
 ])
