@@ -143,6 +143,9 @@ class Task:
     description: ClassVar[str] = ""
     dim: ClassVar[int] = 1  # spatial dimension of the input grid
     default_keys: ClassVar[tuple] = ("input", "target")
+    #: whether the first of the two keys (``--keys A,B``, ``default_keys``) names the input; False where the files'
+    #: order puts the target first (the inverse Darcy task: ``coeff,sol``, the solution its input)
+    input_first: ClassVar[bool] = True
     generator: ClassVar[Optional[str]] = None  # the pde recipe of the default data (None: the user's files only)
     options_class: ClassVar[type] = NoOptions
     #: whether the user's files may say where their points sit (``data.grid``, ``--grid node|cell``): the tasks on a

@@ -38,6 +38,7 @@ class DarcyInverseTask(Task):
     grid_choice = True  # the user's files may hold nodes or cell centres (--grid)
     resolution_keeps_ends = True  # the Darcy files' strides, as the forward problem's
     default_keys = ("coeff", "sol")  # (coefficient, solution) as in the Darcy files: the input is the solution
+    input_first = False
     generator = "darcy"
     options_class = InverseOptions
     models = {**model_table("darcy-inverse"), **SCALABLE_2D}

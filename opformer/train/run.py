@@ -318,6 +318,8 @@ def data_line(run, bundle) -> str:
                 + ", ".join(f"{s} {counts[s]}" for s in splits) + tail)
     counts = {s: len(ds[s]) for s in splits}
     keys = list(run.data.keys or run.task.default_keys)
+    if not getattr(run.task, "input_first", True):  # shown input -> target, whatever the order of the keys
+        keys = keys[::-1]
     grid = _points(bundle.input_grid)
     if tuple(bundle.target_grid) != tuple(bundle.input_grid):
         grid += f" (targets on {_points(bundle.target_grid)})"

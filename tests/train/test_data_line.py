@@ -89,3 +89,12 @@ def test_a_bundle_that_records_no_files_is_said_without_them():
     run.data.path = "/somewhere/mine.npz"
     assert data_line(run, bundle).startswith("data: 7 samples of 64 points from ")
     assert "mine.npz (a -> u)" in data_line(run, bundle)
+
+
+def test_the_inverse_task_says_its_mapping_input_first(darcy_files, capsys, one_thread):
+    """The inverse Darcy task's keys are (coefficient, solution) as the files store them, its input the solution: the
+    line said "(coeff -> sol)", the forward map."""
+    train, test = darcy_files
+    lines, _ = _start("darcy-inverse-fno-cpu", {"data.path": str(train), "data.test_path": str(test),
+                                                "resolution": 15, "n_val": 2}, capsys)
+    assert len(lines) == 1 and "(sol -> coeff)" in lines[0], lines
