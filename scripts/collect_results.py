@@ -27,17 +27,10 @@ class ResultsError(Exception):
     """A one-line error for the command line (a missing directory, an unreadable metrics.json)."""
 
 
-def _load_metrics(path: Path) -> dict:
-    try:
-        return read_json_object(path)
-    except RecordError as exc:
-        raise ResultsError(str(exc)) from None
-
-
 def rows(roots, unfinished: list | None = None):
     """(run directory, metrics) of every training run under the roots, following links to directories (a group of
-    runs may be a directory of links to them).  A root that is not a directory, a metrics.json that is not JSON, or
-    a training record without a numeric test error raise ResultsError.  Run directories without a metrics.json (an
+    runs may be a directory of links to them).  A root that is not a directory or a training record without a
+    numeric test error raise ResultsError, a metrics.json that is not a JSON object RecordError.  Run directories without a metrics.json (an
     interrupted or unfinished training: logs or checkpoints but no metrics) are appended to ``unfinished``."""
     for root in roots:
         if not Path(root).is_dir():
@@ -49,7 +42,7 @@ def rows(roots, unfinished: list | None = None):
             elif unfinished is not None and ("checkpoints" in dirs or "logs" in dirs):
                 unfinished.append(Path(d))
         for path in sorted(found):
-            m = _load_metrics(path)
+            m = read_json_object(path)
             if "test_rel_l2" not in m or "epochs" not in m:
                 continue  # an evaluation record, not a training run
             if not isinstance(m["test_rel_l2"], (int, float)) or isinstance(m["test_rel_l2"], bool):
@@ -116,7 +109,7 @@ def compare(root_a: str, root_b: str) -> int:
 def main(argv=None) -> int:
     try:
         return _main(argv)
-    except ResultsError as exc:
+    except (ResultsError, RecordError) as exc:
         sys.stdout.flush()
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -17,13 +17,6 @@ class RolloutsError(Exception):
     """A one-line error for the command line."""
 
 
-def _read(path: Path) -> dict:
-    try:
-        return read_json_object(path)
-    except RecordError as exc:
-        raise RolloutsError(str(exc)) from None
-
-
 def _records(root: Path) -> list[tuple[Path, dict, dict]]:
     """(run directory, rollout record, training metrics or {}) of every ``RUN/rollout-*/rollout.json`` under
     ``root``, each checked for the fields the table and the figure read."""
@@ -31,7 +24,7 @@ def _records(root: Path) -> list[tuple[Path, dict, dict]]:
         raise RolloutsError(f"{root} is not a directory")
     out = []
     for r in sorted(root.glob("*/rollout-*/rollout.json")):
-        m = _read(r)
+        m = read_json_object(r)
         missing = [k for k in ("mode", "times", "rel_l2", "mean_rel_l2_in_horizon", "mean_rel_l2_beyond_horizon")
                    if k not in m]
         if missing:
@@ -39,7 +32,7 @@ def _records(root: Path) -> list[tuple[Path, dict, dict]]:
         if not isinstance(m["rel_l2"], list) or not isinstance(m["times"], list) or len(m["rel_l2"]) != len(m["times"]):
             raise RolloutsError(f"{r}: times and rel_l2 are not lists of one length")
         run = r.parent.parent
-        tm = _read(run / "metrics.json") if (run / "metrics.json").exists() else {}
+        tm = read_json_object(run / "metrics.json") if (run / "metrics.json").exists() else {}
         out.append((run, m, tm))
     if not out:
         raise RolloutsError(f"no rollout under {root} (RUN/rollout-MODE/rollout.json, written by `opformer rollout`)")
@@ -53,7 +46,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     try:
         found = _records(Path(args.root))
-    except RolloutsError as exc:
+    except (RolloutsError, RecordError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     records = []
