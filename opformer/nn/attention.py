@@ -466,7 +466,6 @@ class _KVMoments(torch.autograd.Function):
         r_1k, r_1v = r_1k[:, : pos1.shape[-1]], r_1v[:, : pos1.shape[-1]]
         k, v = k.view(b, n, heads, d), v.view(b, n, heads, d)
         ctx.save_for_backward(x, wk, wv, k, v, rk, rv, pos1, w, bk, bv)
-        ctx.normalized = eps is not None
         ctx.heads, ctx.eps = heads, eps
         return r_kv, r_1k, r_1v
 
@@ -498,7 +497,7 @@ class _KVMoments(torch.autograd.Function):
                 torch.baddbmm(g3, pos1[rows], d_1[i0:i1], out=g3)
                 if w is not None:
                     g.mul_(w[rows][..., None, None])
-                if ctx.normalized:
+                if ctx.eps is not None:
                     _rms_backward_(g, this[rows], r[rows])
             acc.add(blk, gk, gv)
         return (*acc.result(), None, None, None, None)
@@ -589,7 +588,7 @@ class _SoftKVMoments(torch.autograd.Function):
             _few_rows_product(lw[i0:i1], eb, r_le[i0:i1])
             _few_rows_product(lw[i0:i1], vb, r_lv[i0:i1])
         ctx.save_for_backward(x, wk, wv, k, v, nshift, rk, rv, g, left, w, bk, bv, c)
-        ctx.heads, ctx.normalized, ctx.padded, ctx.eps = heads, eps is not None, padded, eps
+        ctx.heads, ctx.padded, ctx.eps = heads, padded, eps
         m = left.shape[-1]
         return r_ev, r_le[:, :m], r_lv[:, :m]
 
@@ -645,7 +644,7 @@ class _SoftKVMoments(torch.autograd.Function):
             if dc is not None:
                 dc += dk.sum((0, 1))
             dk.mul_(g)
-            if ctx.normalized:
+            if ctx.eps is not None:
                 _rms_backward_(dk.view(bb, m, h, -1), k[rows].view(bb, m, h, -1), rk[rows])
                 _rms_backward_(dv.view(bb, m, h, -1), v[rows].view(bb, m, h, -1), rv[rows])
             acc.add(blk, dk, dv)
