@@ -65,11 +65,13 @@ class FlushLoggersOnCheckpoint(L.Callback):
 
 
 class ResumedHistory(L.Callback):
-    """Continue the CSV history of a resumed run without repeating an epoch: when the checkpoint is loaded (before
-    the resumed fit logs a row), the rows of the epochs that the checkpoint does not hold are dropped from the
-    earlier parts in ``logs`` (:func:`drop_rows_from`).  A run stopped after an epoch's validation was logged but
-    before that epoch's checkpoint was written (its output closed or Ctrl-C at the epoch's line) kept that
-    validation row, and the resumed run, which trains the epoch again, logged it a second time."""
+    """Continue the history of a resumed run without repeating an epoch: when the checkpoint is loaded (before the
+    resumed fit logs anything), the CSV rows of the epochs that the checkpoint does not hold are dropped from the
+    earlier parts in ``logs`` (:func:`drop_rows_from`), and the TensorBoard writer starts a new events file that
+    purges the earlier files' events from the checkpoint's step on (:func:`purge_tensorboard_from`).  A run stopped
+    after an epoch's validation was logged but before that epoch's checkpoint was written (its output closed or
+    Ctrl-C at the epoch's line) kept that validation value, and the resumed run, which trains the epoch again,
+    logged it a second time."""
 
     def __init__(self, logs):
         self.logs = Path(logs)
@@ -77,6 +79,25 @@ class ResumedHistory(L.Callback):
     def on_load_checkpoint(self, trainer, pl_module, checkpoint) -> None:
         if trainer.is_global_zero:
             drop_rows_from(self.logs, first_epoch_to_train(checkpoint))
+            purge_tensorboard_from(trainer, int(checkpoint.get("global_step", 0)))
+
+
+def purge_tensorboard_from(trainer, step: int) -> None:
+    """Close the TensorBoard loggers' writers and open new ones that purge ``step`` and later steps of the earlier
+    events files (TensorBoard's ``purge_step``: the events a resumed run logs again).  A resumed run logs its first
+    batch at the checkpoint's global step; what the checkpoint holds was logged at earlier steps (an epoch's
+    validation at its last batch's step)."""
+    from lightning.pytorch.loggers import TensorBoardLogger
+
+    for logger in trainer.loggers:
+        if isinstance(logger, TensorBoardLogger) and step > 0:
+            # the writer was made when the fit set up (Lightning touches every logger's experiment there); the next
+            # use of ``experiment`` makes the new one with the kwargs given to SummaryWriter
+            if logger._experiment is not None:
+                logger._experiment.flush()
+                logger._experiment.close()
+                logger._experiment = None
+            logger._kwargs["purge_step"] = step
 
 
 def first_epoch_to_train(checkpoint: dict) -> int:

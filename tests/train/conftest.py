@@ -74,3 +74,13 @@ def one_line_error(err: str) -> str:
     assert len(lines) == 1 and lines[0].startswith("opformer: error: "), err
     assert "Traceback" not in err
     return lines[0]
+
+
+def tensorboard_scalars(logs) -> dict[str, list[tuple[int, float]]]:
+    """(step, value) of every scalar in a run's TensorBoard events (``logs``), as TensorBoard shows them: events
+    purged by a later file's start step left out."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(logs), size_guidance={"scalars": 0})
+    acc.Reload()
+    return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}

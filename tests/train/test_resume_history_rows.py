@@ -16,6 +16,8 @@ import torch
 
 from opformer.cli import main
 
+from .conftest import tensorboard_scalars
+
 EPOCHS = 4
 
 
@@ -76,6 +78,16 @@ def test_a_run_stopped_at_an_epoch_line_and_resumed_logs_each_epoch_once(tiny_co
     assert not [seen for seen, n in counts.items() if n > 1], "an epoch's value logged twice"
     assert [epoch for _, epoch, key in logged if key == "val_rel_l2"] == list(range(EPOCHS))
     assert not list((out / "logs").glob(".*.tmp"))
+    # TensorBoard's view of the same history (events after the resumed run's start step purged, as TensorBoard
+    # itself reads them): every value once, the epochs in order
+    scalars = tensorboard_scalars(out / "logs")
+    for tag, points in scalars.items():  # "epoch" goes with the training and the validation values of a step
+        steps = [step for step, _ in points]
+        assert len(steps) == len(set(steps)) * (2 if tag == "epoch" else 1), f"{tag}: a step logged again: {steps}"
+    val_steps = [step for step, _ in scalars["val_rel_l2"]]
+    assert len(val_steps) == EPOCHS and val_steps == sorted(val_steps)
+    assert [value for _, value in scalars["epoch"]] == [float(e) for e in range(EPOCHS) for _ in range(2)]
+
 
 
 def test_rows_of_the_epochs_to_train_again_are_dropped_and_the_others_kept_as_they_were(tmp_path):

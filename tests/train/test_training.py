@@ -18,7 +18,7 @@ from opformer.train.config import apply_overrides, load_preset
 from opformer.train.module import DivergenceError
 from opformer.train.run import RunDirError, evaluate, train
 
-from .conftest import PYTHON, cli_env
+from .conftest import PYTHON, cli_env, tensorboard_scalars
 
 
 def _cfg(path, **over):
@@ -686,6 +686,10 @@ def test_a_run_resumed_in_the_middle_of_an_epoch_ends_as_an_uninterrupted_one(ti
     m = train(_cfg(tiny_config, **steps), tmp_path / "run", progress=False, resume=True)
     assert m["epochs"] == 3 and m["lr_halvings"] == 0
     assert (m["val_rel_l2"], m["test_rel_l2"]) == (whole["val_rel_l2"], whole["test_rel_l2"])
+    # TensorBoard shows the values of the uninterrupted run's steps, each once (those the stopped run logged after
+    # its checkpoint purged)
+    steps = {tag: [s for s, _ in v] for tag, v in tensorboard_scalars(tmp_path / "run" / "logs").items()}
+    assert steps == {tag: [s for s, _ in v] for tag, v in tensorboard_scalars(tmp_path / "whole" / "logs").items()}
 
 
 def test_a_one_sample_spike_on_one_of_two_processes_is_kept_by_both(tiny_config, burgers_file, tmp_path):
