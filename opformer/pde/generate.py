@@ -843,6 +843,7 @@ def ensure_dataset(problem: str, path: str | os.PathLike, *, workers: int | None
         if diffs:
             raise DataError(f"{path}: holds another {header['problem']} recipe than requested ({'; '.join(diffs)}); "
                             f"use another path or delete the file")
-        if header["complete"] and (header["start"], header["stop"]) == (0, recipe["n_samples"]):
-            return path
+        if (header["complete"] and (header["start"], header["stop"]) == (0, recipe["n_samples"])
+                and same_method(recipe, header["method"])):
+            return path  # (a file of another method is refused by generate_dataset, in the same words as there)
     return generate_dataset(recipe, path, workers=workers, progress=progress, device=device)

@@ -299,30 +299,35 @@ class ShardWriter:
                 f"[{self.start}, {self.stop}). Use another output path, or delete {where} to regenerate."
             )
 
-    def _check_method(self, header: dict) -> None:
-        """Refuse to resume a ``FILE.partial`` begun by a version of the generator whose samples differ."""
+    def _check_method(self, header: dict, where: Path) -> None:
+        """Refuse a ``FILE.partial`` begun, or a complete ``FILE`` made, by a version of the generator whose samples
+        differ: resuming the one would mix two kinds of samples, and the other is not what the recipe now gives."""
         stored = header["method"]
         if self.same_method(stored):
             return
         by = ("an earlier opformer that computed this recipe's samples differently" if stored is None else
               f"another version of the {header['problem']} generator ({stored}"
               + (f"; this one is {self.method})" if self.method else ")"))
-        raise DataError(f"{self.partial}: was begun by {by}; resuming it would mix the two kinds of samples. Use "
-                        f"another output path, or delete {self.partial} to regenerate.")
+        if where == self.partial:
+            raise DataError(f"{where}: was begun by {by}; resuming it would mix the two kinds of samples. Use "
+                            f"another output path, or delete {where} to regenerate.")
+        raise DataError(f"{where}: was made by {by}; its samples are not the ones this recipe gives now. Use "
+                        f"another output path, or delete {where} to regenerate.")
 
     def _open(self) -> None:
         if self.path.exists():
-            self._check_header(self.path, read_header(self.path))
             header = read_header(self.path)
+            self._check_header(self.path, header)
             if not header["complete"] or header["n_done"] != self.stop - self.start:
                 raise DataError(f"{self.path}: is marked incomplete ({header['n_done']} of {self.stop - self.start} samples); delete it to regenerate")
+            self._check_method(header, self.path)
             self.complete = True
             return
         if self.partial.exists():
             # never delete it here: it may be locked by a generation still running in another process
             header = read_header(self.partial)
             self._check_header(self.partial, header)
-            self._check_method(header)
+            self._check_method(header, self.partial)
             self._check_writable(header)
             try:
                 self._h5 = h5py.File(self.partial, "r+")

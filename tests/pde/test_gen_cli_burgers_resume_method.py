@@ -5,7 +5,8 @@ Output grids coarser than the 512-point solve grid now hold the point values of 
 earlier generator stored its modes below the output grid's Nyquist frequency. Resuming such a FILE.partial would
 mix the two in one file, so it is refused in one line (as a FILE.partial of another recipe is), and kept. On output
 grids at least as fine as the solve grid the samples did not change and a FILE.partial without the attribute is
-resumed. Shards from the two generators are not read as one data set either."""
+resumed. Shards from the two generators are not read as one data set either, and a complete coarse file of the
+earlier generator is not returned for the recipe when it is asked for again."""
 
 from __future__ import annotations
 
@@ -109,3 +110,45 @@ def test_fine_grid_shards_with_and_without_the_attribute_are_one_data_set(tmp_pa
     with h5py.File(second, "r+") as h5:
         del h5.attrs["method"]
     assert open_source([first, second], ("a", "u")).n_samples == 4
+
+
+def _made(out, *extra) -> None:
+    """A complete file of 4 samples, its attribute ``method`` removed, as the earlier generator wrote it."""
+    assert main(_argv(out, *extra)) == 0
+    with h5py.File(out, "r+") as h5:
+        del h5.attrs["method"]
+
+
+def test_a_complete_coarse_grid_file_of_the_earlier_generator_is_not_taken_for_the_recipe(tmp_path, capsys):
+    """Asked again for the same recipe, a complete file of the earlier generator was returned as if it held this
+    version's samples (`opformer data`, and the cache of a preset's default data through ensure_dataset)."""
+    from opformer.pde import ensure_dataset
+
+    out = tmp_path / "b64.h5"
+    _made(out, "--resolution", "64")
+    capsys.readouterr()
+    before = out.read_bytes()
+    assert main(_argv(out, "--resolution", "64")) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith(f"opformer: error: {out}: was made by an earlier opformer"), err
+    assert f"delete {out} to regenerate" in err, err
+    assert out.read_bytes() == before and not partial_path(out).exists()  # kept as it was, nothing begun
+    with pytest.raises(DataError, match="was made by an earlier opformer"):
+        ensure_dataset("burgers", out, n_samples=4, resolution=64, workers=1, progress=False)
+    with h5py.File(out, "r+") as h5:
+        h5.attrs["method"] = "burgers/1"
+    with pytest.raises(DataError, match=r"another version of the burgers generator \(burgers/1; this one is burgers/2\)"):
+        ensure_dataset("burgers", out, n_samples=4, resolution=64, workers=1, progress=False)
+
+
+def test_a_complete_file_without_the_attribute_is_taken_where_the_samples_did_not_change(tmp_path, capsys):
+    from opformer.pde import ensure_dataset
+
+    out = tmp_path / "b64.h5"
+    extra = ("--resolution", "64", "--solve-resolution", "0")
+    _made(out, *extra)
+    assert main(_argv(out, *extra)) == 0
+    assert "Traceback" not in capsys.readouterr().err
+    assert ensure_dataset("burgers", out, n_samples=4, resolution=64, solve_resolution=None, workers=1,
+                          progress=False) == out
