@@ -542,7 +542,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     a.add_argument("--no-fused", action="store_true",
                    help="evaluate galerkin/linear by the explicit heads (SimpleAttention(fused=False))")
     _common(a)
-    a.set_defaults(func=cmd_attention)
+    a.set_defaults(func=_warnings_in_one_line(cmd_attention))
 
     m = sub.add_parser("model", help="a whole model from a named preset (e.g. burgers-gt at n = 8192, batch 4)")
     m.add_argument("preset", nargs="+",
@@ -557,7 +557,7 @@ def register(subparsers) -> argparse.ArgumentParser:
                    help="GiB; resolutions whose saved activations alone (counted on shapes, extrapolated from small "
                         "ones) exceed it are skipped with a note (default 80%% of available memory)")
     _common(m)
-    m.set_defaults(func=cmd_model)
+    m.set_defaults(func=_warnings_in_one_line(cmd_model))
 
     t = sub.add_parser("train", help="training overhead: an opformer train epoch against its bare optimizer steps",
                        description="Time one epoch of the real trainer (training, validation, checkpoints) and "
@@ -575,8 +575,23 @@ def register(subparsers) -> argparse.ArgumentParser:
     t.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where the trainer and the bare steps run "
                    "(default cpu)")
     t.add_argument("--json", metavar="FILE", help="write the records (a JSON list) here")
-    t.set_defaults(func=cmd_train)
+    t.set_defaults(func=_warnings_in_one_line(cmd_train))
     return bench
+
+
+def _warnings_in_one_line(command):
+    """``command(args)`` with our own warnings (a data file's notes, a resampled grid) as one line each, as the
+    training commands show them, instead of Python's two lines of file, line number and source."""
+
+    def run(args) -> int:
+        from ..config import one_line_warnings
+
+        with one_line_warnings():
+            return command(args)
+
+    run.__name__ = run.__qualname__ = command.__name__
+    run.__doc__ = command.__doc__
+    return run
 
 
 def main(argv=None) -> int:

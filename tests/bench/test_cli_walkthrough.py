@@ -277,3 +277,22 @@ def test_a_2d_paper_preset_is_measured_at_its_own_grid_by_default(capsys, fake_m
     rc, out, err = _run(["model", "burgers-gt", "darcy-gt", "scot"], capsys)
     assert rc == 0, err
     assert asked == {"burgers-gt": [8192], "darcy-gt": [141], "scot": [16384]}
+
+
+def test_train_shows_the_datas_warnings_in_one_line(tmp_path, capsys, fake_machine, monkeypatch):
+    """A data file's notes (wrong-sign Darcy samples) came out as Python's two-line warning: the library's file and
+    line number, then the source line of the call."""
+    import warnings
+    from pathlib import Path
+
+    import opformer.bench.train as train
+
+    def noted(*a, **k):
+        warnings.warn_explicit("data: train split, samples 1, 2: the solution u has the wrong sign", UserWarning,
+                               filename=str(Path(train.__file__).resolve()), lineno=173)
+        return dict(TRAIN_RECORD)
+
+    monkeypatch.setattr(train, "train_overhead", noted)
+    rc, out, err = _run(["train", "burgers-quick"], capsys)
+    assert rc == 0, err
+    assert err.splitlines() == ["opformer: warning: data: train split, samples 1, 2: the solution u has the wrong sign"]
