@@ -355,6 +355,11 @@ def _train(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print(_interrupted(out, "terminated" if received else "interrupted"), file=sys.stderr)
         return 128 + (received[0] if received else signal.SIGINT)
+    except RuntimeError as exc:
+        if not _peer_lost(exc):
+            raise
+        return _fail(_interrupted(out, "stopped, the connection to another process of this run lost (it ended "
+                                       "or was killed, e.g. out of memory; its own output or the system log says why)"))
     finally:
         if previous is not signal.SIG_IGN:
             signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
@@ -370,6 +375,19 @@ def _train(args: argparse.Namespace) -> int:
             f"metrics: {out}/metrics.json\nplots:   " + "\n         ".join(f"{out}/{p}" for p in metrics["plots"])
         )
     return 0
+
+
+#: what torch's process-group backends say when a peer process is gone (gloo's TCP pairs, NCCL's abort)
+_PEER_LOST = ("Connection reset by peer", "Connection closed by peer", "Broken pipe", "NCCL communicator was aborted",
+              "remote process exited or there was a network error")
+
+
+def _peer_lost(exc: BaseException) -> bool:
+    """Whether ``exc`` is a collective of a multi-process run failing because another process went away (killed,
+    out of memory): torch raises it as a RuntimeError with the backend's message (by the time it reaches the
+    command, Lightning has taken the process group down)."""
+    text = str(exc)
+    return any(backend in text for backend in ("gloo", "NCCL")) and any(part in text for part in _PEER_LOST)
 
 
 def _count(n: int, one: str, many: str = "") -> str:
@@ -468,6 +486,8 @@ def _quiet_lightning() -> None:
     # the logger starts, so Lightning's "previous log files will be deleted" and "not empty" notices are wrong there
     warnings.filterwarnings("ignore", message=r"Experiment logs directory .* exists and is not empty.*")
     warnings.filterwarnings("ignore", message=r"Checkpoint directory .* exists and is not empty.*")
+    # torch's notice about the gather that Lightning's all_gather calls, once per process of a multi-process run
+    warnings.filterwarnings("ignore", message=r"torch\.distributed\.nn\.functional\.all_gather is deprecated.*")
 
 
 def _add_resample(parser) -> None:

@@ -1,5 +1,5 @@
 """Several CPU processes (gloo), as a user with a cluster runs them: splits too small for the processes, resuming on
-another number of processes, and a SIGTERM that reaches the first process only."""
+another number of processes, a SIGTERM that reaches the first process only, and a process killed outright."""
 
 import os
 import signal
@@ -351,3 +351,46 @@ def test_two_processes_with_dropout_resume_exactly(tiny_config, tmp_path):
     b = __import__("json").loads((out / "metrics.json").read_text())
     for key in ("val_rel_l2", "test_rel_l2"):
         assert b[key] == pytest.approx(a[key], rel=1e-6), key
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("killed", ["first", "second"])
+def test_a_process_killed_mid_run_leaves_one_line_from_the_other(tiny_config, tmp_path, killed):
+    """SIGKILL of one of two processes (the out-of-memory killer's way) left the other ending on a gloo traceback of
+    some 150 lines prefixed [rank0]:, with torch's deprecation notices before it. Now the process left says in one
+    line that the connection to the other was lost, where the last checkpoint is and how to resume."""
+    out = tmp_path / "run"
+    proc = subprocess.Popen([PYTHON, "-m", "opformer", "train", str(tiny_config), "--epochs", "500", "--no-progress",
+                             "--devices", "2", "--accelerator", "cpu", "--out", str(out)], env=cli_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    children = []
+    try:
+        deadline = time.time() + 240
+        while time.time() < deadline and not (out / "checkpoints" / "last.ckpt").exists():
+            assert proc.poll() is None, proc.communicate()[1][-3000:]
+            time.sleep(0.05)
+        children = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout.split()
+        assert len(children) == 1
+        os.kill(proc.pid if killed == "first" else int(children[0]), signal.SIGKILL)
+        _, stderr = proc.communicate(timeout=120)  # the pipes close when the process left ends too
+    finally:
+        _kill_left(proc, children)
+    assert proc.returncode == (-signal.SIGKILL if killed == "first" else 2), stderr[-3000:]
+    assert "Traceback" not in stderr and "[rank" not in stderr and "deprecated" not in stderr, stderr[-3000:]
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr[-3000:]
+    assert lines[0].startswith("opformer: error: stopped, the connection to another process of this run lost")
+    assert f"the last checkpoint is {out}/checkpoints/last.ckpt" in lines[0] and "--resume" in lines[0]
+    assert _all_ended(children)
+
+
+def test_a_lost_peer_is_told_by_the_backends_message():
+    from opformer.train.cli import _peer_lost
+
+    gloo = RuntimeError("[/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:537] Read error [127.0.0.1]:18866: "
+                        "Connection reset by peer. This is typically caused by a remote worker hanging")
+    assert _peer_lost(gloo)
+    assert _peer_lost(RuntimeError("[../third_party/gloo/gloo/transport/tcp/pair.cc:589] Connection closed by peer"))
+    assert _peer_lost(RuntimeError("NCCL communicator was aborted on rank 1."))
+    assert not _peer_lost(RuntimeError("mat1 and mat2 shapes cannot be multiplied (4x3 and 5x2)"))
+    assert not _peer_lost(RuntimeError("Connection reset by peer"))  # not a collective's: left to show as it is
