@@ -40,4 +40,5 @@ def test_figures_that_cannot_be_right_are_flagged(tmp_path, capsys, monkeypatch)
     # plausible figures: no note
     rec.update(overhead=1.1, model_step_seconds=0.04)
     assert cli.main(["bench", "train", "burgers-quick"]) == 0
-    assert "note:" not in capsys.readouterr().out
+    out = capsys.readouterr().out  # (a "# note:" that the preset's data is not generated yet depends on the cache)
+    assert not [line for line in out.splitlines() if line.startswith("note:")], out
