@@ -138,9 +138,12 @@ def _mat_v4_complex(path: Path, count: int) -> list[bool]:
     return found if len(found) == count else [False] * count
 
 
-def _mat_v5_variables(path: Path) -> list[tuple[str, tuple, str]]:
-    """``(name, shape, class)`` of the variables of a v4/v5 MAT-file, from their headers (no value is read): the
-    shapes as MATLAB gives them (a char row of 5 letters is (1, 5)), the class as :func:`_matlab_type` lists it."""
+def _mat_v5_variables(path: Path, structs=None) -> list[tuple[str, tuple, str]]:
+    """``(name, shape, class)`` of the variables of a v4/v5 MAT-file, from their headers: the shapes as MATLAB
+    gives them (a char row of 5 letters is (1, 5)), the class as :func:`_matlab_type` lists it.  A 1 x 1 struct is
+    followed by its fields as ``struct/field`` (a key may name them, as in a v7.3 file); those are found by reading
+    the struct (the v5 format keeps no separate header of its fields): every such struct, or those named in
+    ``structs``."""
     import scipy.io
 
     try:
@@ -149,8 +152,69 @@ def _mat_v5_variables(path: Path) -> list[tuple[str, tuple, str]]:
                          _mat_v4_complex)(path, len(listed))
     except Exception as exc:  # noqa: BLE001 - scipy raises several types for corrupt files
         raise DataError(f"{path}: cannot be read as a MATLAB file ({_first_line(exc)})") from None
-    return [(name, tuple(int(d) for d in shape), _matlab_type(cls, cplx))
-            for (name, shape, cls), cplx in zip(listed, complex_flags)]
+    found = []
+    for (name, shape, cls), cplx in zip(listed, complex_flags):
+        shape = tuple(int(d) for d in shape)
+        found.append((name, shape, _matlab_type(cls, cplx)))
+        if cls == "struct" and shape == (1, 1) and (structs is None or name in structs):
+            found += _v5_fields(name, _load_mat_v5_variables(path, [name])[name])
+    return found
+
+
+def _load_mat_v5_variables(path: Path, names) -> dict:
+    """The v4/v5 MAT-file variables ``names`` as scipy reads them (structs as record arrays, text as characters)."""
+    import scipy.io
+
+    try:
+        return scipy.io.loadmat(path, variable_names=list(names), chars_as_strings=False)
+    except Exception as exc:  # noqa: BLE001 - scipy raises several types for corrupt files
+        raise DataError(f"{path}: cannot be read as a MATLAB file ({_first_line(exc)})") from None
+
+
+def _v5_class(value) -> str:
+    """The MATLAB class of a value scipy read from a v5 MAT-file, as :func:`_matlab_type` lists it."""
+    import scipy.io
+    import scipy.sparse
+
+    if scipy.sparse.issparse(value):
+        return "sparse"
+    if isinstance(value, scipy.io.matlab.MatlabFunction):
+        return "function_handle"
+    if isinstance(value, scipy.io.matlab.MatlabObject):
+        return "object"
+    dtype = np.asarray(value).dtype
+    if dtype.names:
+        return "struct"
+    if dtype.kind == "O":
+        return "cell"
+    if dtype.kind in "US":
+        return "char"
+    if dtype.kind == "b":
+        return "logical"
+    if dtype.kind == "c":
+        return _matlab_type("double" if dtype.itemsize == 16 else "single", True)
+    return {"float64": "double", "float32": "single"}.get(dtype.name, dtype.name)
+
+
+def _v5_fields(prefix: str, record) -> list[tuple[str, tuple, str]]:
+    """``(prefix/field, shape, class)`` of the fields of a 1 x 1 struct read from a v5 MAT-file (a nested 1 x 1
+    struct followed by its own fields)."""
+    found = []
+    for field in record.dtype.names or ():
+        value = record[0, 0][field]
+        name, cls = f"{prefix}/{field}", _v5_class(value)
+        shape = tuple(int(d) for d in getattr(value, "shape", ()))
+        found.append((name, shape, cls))
+        if cls == "struct" and shape == (1, 1):
+            found += _v5_fields(name, value)
+    return found
+
+
+def _v5_field(record, path: list[str]):
+    """The value at ``path`` (field names) inside a 1 x 1 struct read from a v5 MAT-file."""
+    for field in path:
+        record = record[0, 0][field]
+    return record
 
 
 def _mat73_variables(h5) -> list[tuple[str, tuple, str]]:
@@ -201,14 +265,15 @@ def _real_numbers(dtype: str) -> bool:
         return False
 
 
-def _refuse_matlab(path, key: str, variables) -> None:
+def _refuse_matlab(path, key: str, variables, every=None) -> None:
     """Refuse the MATLAB variable ``key`` (one of ``variables``, ``(name, shape, class)``) unless it holds real
-    numbers, in one line naming the key, the file, its class and the numeric variables there are."""
+    numbers, in one line naming the key, the file, its class and the numeric variables there are (those of
+    ``every()`` where given: a v5 file's listing with the fields of all its structs)."""
     listed = {name: dtype for name, _, dtype in variables}
     dtype = listed.get(key)
     if dtype is None or _real_numbers(dtype):
         return
-    numeric = [name for name, _, d in variables if _real_numbers(d)]
+    numeric = [name for name, _, d in (every() if every is not None else variables) if _real_numbers(d)]
     there = f"numeric keys: {numeric}" if numeric else "the file holds no numeric variable"
     if dtype.endswith("(empty: no values)"):
         raise DataError(f"{path}: key {key!r} is an empty MATLAB variable (it holds no values); {there}")
@@ -396,19 +461,16 @@ class _File:
             raise DataError(f"{self.path}: cannot be read as HDF5 ({hdf5_detail(_first_line(exc))})") from None
 
     def _load_mat_v5(self) -> None:
-        import scipy.io
-
         refuse_empty_file(self.path, "a MATLAB file")
-        variables = _mat_v5_variables(self.path)  # the headers: a key that holds no numbers is refused unread
+        # the headers (a key that holds no numbers is refused unread); the fields of the structs that keys name
+        tops = {key.split("/", 1)[0] for key in self.keys}
+        variables = _mat_v5_variables(self.path, structs={key.split("/", 1)[0] for key in self.keys if "/" in key})
         self._missing(name for name, _, _ in variables)
         for key in self.keys:
-            _refuse_matlab(self.path, key, variables)
-        try:
-            data = scipy.io.loadmat(self.path, variable_names=list(self.keys))
-        except Exception as exc:  # scipy raises several types for corrupt files
-            raise DataError(f"{self.path}: cannot be read as a MATLAB file ({_first_line(exc)})") from None
-        self._missing([k for k in data if not k.startswith("__")])
-        self._set_memory({k: data[k] for k in self.keys})
+            _refuse_matlab(self.path, key, variables, every=lambda: _mat_v5_variables(self.path))
+        data = _load_mat_v5_variables(self.path, sorted(tops))
+        self._missing([k for k in data if not k.startswith("__")] + [k for k in self.keys if "/" in k])
+        self._set_memory({k: _v5_field(data[k.split("/", 1)[0]], k.split("/")[1:]) for k in self.keys})
 
     def _load_npz(self) -> None:
         _check_npz(self.path)

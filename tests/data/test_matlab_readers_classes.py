@@ -86,19 +86,20 @@ def test_info_lists_every_variable_with_its_shape_and_class(mat, capsys):
     assert lines["cells"][1:] == ["cell", "(not real numbers: cannot be read)"]
     assert lines["s"] == ["(1, 1)", "struct", "(not real numbers: cannot be read)"]
     assert lines["z"] == ["(6, 4)", "complex double", "(not real numbers: cannot be read)"]
+    assert lines["s/f"] == ["(1, 3)", "double"]  # a struct's numeric field, by its path (v5: the struct is read)
+    assert lines["s/g"][1:] == ["char", "(not real numbers: cannot be read)"]
     if "obj" in lines:  # v5: a MATLAB object
         assert lines["obj"][1:] == ["object", "(objects, not numbers: refused when read)"]
     else:  # v7.3: an object of a class of its own (a datetime), its fields as uint32 codes
         assert lines["when"][1] == "datetime (a MATLAB object: cannot be read)"
         assert lines["empty"] == ["()", "double (empty: no values)"]
-        assert lines["s/f"] == ["(1, 3)", "double"]  # a struct's numeric field, by its path
 
 
 @pytest.mark.parametrize("key, cls", [("name", "char"), ("cells", "cell"), ("s", "struct"), ("z", "complex double")])
 def test_a_key_that_holds_no_real_numbers_is_refused_in_one_line(mat, key, cls):
     with pytest.raises(DataError) as info:
         load_arrays(mat, (key, "u"))
-    numeric = "['a', 'mask', 's/f', 'u']" if h5py.is_hdf5(mat) else "['a', 'u', 'mask']"
+    numeric = "['a', 'mask', 's/f', 'u']" if h5py.is_hdf5(mat) else "['a', 'u', 's/f', 'mask']"
     assert str(info.value) == (f"{mat}: key {key!r} expected a real numeric array, found a MATLAB {cls} variable; "
                                f"numeric keys: {numeric}")
 
@@ -122,7 +123,7 @@ def test_a_complex_v4_variable_is_listed_and_refused_unread(tmp_path, capsys, mo
 def test_objects_and_empty_variables_are_refused_by_key(tmp_path):
     v5, v73 = _v5(tmp_path / "v5.mat", False), _v73(tmp_path / "v73.mat")
     with pytest.raises(DataError, match=r"key 'obj' expected a real numeric array, found a MATLAB object variable; "
-                                        r"numeric keys: \['a', 'u', 'mask'\]$"):
+                                        r"numeric keys: \['a', 'u', 's/f', 'mask'\]$"):
         load_arrays(v5, ("obj",))
     with pytest.raises(DataError, match=r"key 'when' expected a real numeric array, found a MATLAB datetime variable"):
         load_arrays(v73, ("when",))
@@ -140,11 +141,14 @@ def test_logical_variables_are_read_as_zeros_and_ones(mat):
 def test_a_refused_v5_variable_is_never_loaded(tmp_path, monkeypatch):
     path = _v5(tmp_path / "v5.mat", True)
     loaded = []
-    monkeypatch.setattr(scipy.io, "loadmat", lambda *args, **kwargs: loaded.append(kwargs) or {})
+    loadmat = scipy.io.loadmat
+    monkeypatch.setattr(scipy.io, "loadmat", lambda p, variable_names=None, **k: loaded.append(variable_names)
+                        or loadmat(p, variable_names=variable_names, **k))
     for key in ("cells", "s", "obj", "z", "name"):
         with pytest.raises(DataError, match=f"key '{key}' expected a real numeric array"):
             load_arrays(path, (key,))
-    assert loaded == []
+    # no refused variable is read; the one struct is, for the message's list of numeric keys (its field s/f)
+    assert loaded and all(names == ["s"] for names in loaded), loaded
 
 
 def test_training_on_a_text_variable_is_refused_in_one_line(mat, tmp_path, capsys):
@@ -153,3 +157,28 @@ def test_training_on_a_text_variable_is_refused_in_one_line(mat, tmp_path, capsy
     assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
     assert f"{mat}: key 'name' expected a real numeric array, found a MATLAB char variable; numeric keys:" in err
     assert not (tmp_path / "r").exists()
+
+
+def test_a_struct_field_is_a_key_in_every_format(mat):
+    """A 1 x 1 struct's numeric field is named by its path, ``s/f``, in a v5 file as in a v7.3 one (v5: the fields
+    were not listed, and "s/f" was not found)."""
+    arrays = load_arrays(mat, ("s/f",))
+    np.testing.assert_array_equal(arrays["s/f"], np.ones((1, 3)))
+    with pytest.raises(DataError, match=r"key 's/g' expected a real numeric array, found a MATLAB char variable"):
+        load_arrays(mat, ("s/g",))
+
+
+def test_nested_v5_struct_fields_are_keys_and_other_structs_are_not_read(tmp_path, monkeypatch):
+    path = tmp_path / "nested.mat"
+    scipy.io.savemat(path, {"a": A, "out": {"inner": {"u": 2 * A}, "note": "x"}, "big": {"w": np.ones((1000, 10))}})
+    arrays = load_arrays(path, ("a", "out/inner/u"))
+    np.testing.assert_array_equal(arrays["out/inner/u"], 2 * A)
+    with pytest.raises(DataError, match=r"key 'out/inner/v' not found; available keys: \['a', 'big', 'out', "
+                                        r"'out/inner', 'out/inner/u', 'out/note'\]"):
+        load_arrays(path, ("a", "out/inner/v"))
+    read = []
+    loadmat = scipy.io.loadmat
+    monkeypatch.setattr(scipy.io, "loadmat", lambda p, variable_names=None, **k: read.append(variable_names)
+                        or loadmat(p, variable_names=variable_names, **k))
+    load_arrays(path, ("a", "out/inner/u"))
+    assert all("big" not in names for names in read), read  # a struct no key names is not read
