@@ -118,7 +118,7 @@ def absolute_data_paths(cfg: dict) -> dict:
 
 def check_out_dir(out: Path, cfg: dict, resume: bool, overwrite: bool, *, compare_model: bool = True,
                   locked: bool = False, fitted_train: tuple = (), data: Optional[dict] = None,
-                  explicit: frozenset = frozenset()) -> Optional[Path]:
+                  explicit: frozenset = frozenset(), check_checkpoint=None) -> Optional[Path]:
     """Refuse a directory holding a different run, or one a running training holds (reads only); returns the
     checkpoint to resume from (or None), read once with the safe loader so that a damaged or hostile file ends the
     start with one line before Lightning opens it.
@@ -131,7 +131,8 @@ def check_out_dir(out: Path, cfg: dict, resume: bool, overwrite: bool, *, compar
     the run started (the fingerprints and split sizes the checkpoint records) are refused; ``data``: this start's
     :func:`data_record`, once the data are loaded (before, the recorded files that exist are compared).
     ``explicit``: the fields the user set (flags), which fitting the model to the data never changes: with
-    ``compare_model=False``, a refusal lists those of the model that differ too, first."""
+    ``compare_model=False``, a refusal lists those of the model that differ too, first.  ``check_checkpoint``: called
+    with the checkpoint to resume from, as read here, once it passed these checks (further checks of this start)."""
     if out.exists() and not out.is_dir():
         raise RunDirError(f"--out {out} is a file, not a directory")
     if not _is_rank_zero():
@@ -215,6 +216,8 @@ def check_out_dir(out: Path, cfg: dict, resume: bool, overwrite: bool, *, compar
             raise RunDirError(f"--resume: {last} is a checkpoint of another run than {old_cfg_path.name} (differences: "
                               f"{_diff(a, b)}); start again with --overwrite, or choose another --out")
     _check_same_data(ck, data)
+    if check_checkpoint is not None:
+        check_checkpoint(ck)
     return last
 
 
@@ -1152,9 +1155,9 @@ def _train(cfg: dict, out, resume: bool, overwrite: bool, progress: bool, explic
         if _is_rank_zero():
             _restore_set_aside(out)
         try:
-            ckpt_path = check_out_dir(out, run.raw, resume, overwrite, locked=True, data=record)
-            if ckpt_path is not None and _is_rank_zero():
-                check_resume_processes(ckpt_path, run.train, len(bundle.datasets["train"]), world)
+            ckpt_path = check_out_dir(  # (the checkpoint's processes checked on the copy read there)
+                out, run.raw, resume, overwrite, locked=True, data=record,
+                check_checkpoint=lambda ck: check_resume_processes(ck, run.train, len(bundle.datasets["train"]), world))
         except BaseException:
             if _is_rank_zero() and not had_lock:  # a refused start leaves the directory as it was
                 (out / LOCK).unlink(missing_ok=True)
@@ -1341,13 +1344,11 @@ def _checkpoint_world(ck: dict) -> Optional[int]:
     return int(devices) * int(nodes) if devices.isdigit() and isinstance(nodes, int) else None
 
 
-def check_resume_processes(ckpt_path, t, n_train: int, world: int) -> None:
-    """Refuse to resume on another number of processes when that changes the steps of an epoch (a training split
-    that is no multiple of both counts, a batch split otherwise): the checkpoint's learning-rate schedule and its
-    position in the epoch are counted in its own steps.  Where the steps are the same, the resume goes on."""
-    from ..tasks.artifact import read_checkpoint
-
-    ck = read_checkpoint(ckpt_path)
+def check_resume_processes(ck: dict, t, n_train: int, world: int) -> None:
+    """Refuse to resume from the checkpoint ``ck`` on another number of processes when that changes the steps of an
+    epoch (a training split that is no multiple of both counts, a batch split otherwise): the checkpoint's
+    learning-rate schedule and its position in the epoch are counted in its own steps.  Where the steps are the
+    same, the resume goes on."""
     theirs = _checkpoint_world(ck)
     if theirs is None or theirs == world:
         return
