@@ -138,12 +138,12 @@ def _mat_v4_complex(path: Path, count: int) -> list[bool]:
     return found if len(found) == count else [False] * count
 
 
-def _mat_v5_variables(path: Path, structs=None) -> list[tuple[str, tuple, str]]:
+def _mat_v5_variables(path: Path, structs=None, read: dict | None = None) -> list[tuple[str, tuple, str]]:
     """``(name, shape, class)`` of the variables of a v4/v5 MAT-file, from their headers: the shapes as MATLAB
     gives them (a char row of 5 letters is (1, 5)), the class as :func:`_matlab_type` lists it.  A 1 x 1 struct is
     followed by its fields as ``struct/field`` (a key may name them, as in a v7.3 file); those are found by reading
     the struct (the v5 format keeps no separate header of its fields): every such struct, or those named in
-    ``structs``."""
+    ``structs``; ``read``: a dict that receives the structs read, by name (so that the caller reads none twice)."""
     import scipy.io
 
     try:
@@ -157,7 +157,10 @@ def _mat_v5_variables(path: Path, structs=None) -> list[tuple[str, tuple, str]]:
         shape = tuple(int(d) for d in shape)
         found.append((name, shape, _matlab_type(cls, cplx)))
         if cls == "struct" and shape == (1, 1) and (structs is None or name in structs):
-            found += _v5_fields(name, _load_mat_v5_variables(path, [name])[name])
+            record = _load_mat_v5_variables(path, [name])[name]
+            if read is not None:
+                read[name] = record
+            found += _v5_fields(name, record)
     return found
 
 
@@ -463,12 +466,14 @@ class _File:
     def _load_mat_v5(self) -> None:
         refuse_empty_file(self.path, "a MATLAB file")
         # the headers (a key that holds no numbers is refused unread); the fields of the structs that keys name
-        tops = {key.split("/", 1)[0] for key in self.keys}
-        variables = _mat_v5_variables(self.path, structs={key.split("/", 1)[0] for key in self.keys if "/" in key})
+        tops, structs = {key.split("/", 1)[0] for key in self.keys}, {}
+        variables = _mat_v5_variables(self.path, structs={key.split("/", 1)[0] for key in self.keys if "/" in key},
+                                      read=structs)
         self._missing(name for name, _, _ in variables)
         for key in self.keys:
             _refuse_matlab(self.path, key, variables, every=lambda: _mat_v5_variables(self.path))
-        data = _load_mat_v5_variables(self.path, sorted(tops))
+        rest = sorted(tops - set(structs))  # the structs read for the listing are not read again
+        data = {**(_load_mat_v5_variables(self.path, rest) if rest else {}), **structs}
         self._missing([k for k in data if not k.startswith("__")] + [k for k in self.keys if "/" in k])
         self._set_memory({k: _v5_field(data[k.split("/", 1)[0]], k.split("/")[1:]) for k in self.keys})
 
