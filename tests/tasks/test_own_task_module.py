@@ -266,8 +266,7 @@ def test_a_task_of_another_class_under_a_known_name_is_replaced_with_a_warning()
     """Two modules registering one task name decided by import order which one trained, without a word."""
     import warnings
 
-    from opformer.config import OpformerWarning
-    from opformer.tasks import get_task, register_task
+    from opformer.tasks import register_task
 
     builtin = get_task("burgers")
 
