@@ -53,6 +53,23 @@ def _all_ended(children, wait: float = 15) -> bool:
     return not [pid for pid in children if _running(pid)]
 
 
+def _long_two_process_run(tiny_config, out, **popen) -> subprocess.Popen:
+    """``opformer train`` of 500 epochs on two CPU processes into ``out``, started and left running (``popen``: more
+    arguments of ``subprocess.Popen``)."""
+    return subprocess.Popen([PYTHON, "-m", "opformer", "train", str(tiny_config), "--epochs", "500", "--no-progress",
+                             "--devices", "2", "--accelerator", "cpu", "--out", str(out)], env=cli_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
+
+
+def _wait_for_checkpoint(proc, out, poll: float = 0.05) -> None:
+    """Wait (4 minutes at most) until the run ``proc`` trains into ``out`` has written its first last.ckpt; the run
+    ending before is a failure showing its errors."""
+    deadline = time.time() + 240
+    while time.time() < deadline and not (out / "checkpoints" / "last.ckpt").exists():
+        assert proc.poll() is None, proc.communicate()[1][-3000:]
+        time.sleep(poll)
+
+
 def _opformer(*args, timeout=300):
     return subprocess.run([PYTHON, "-m", "opformer", *map(str, args)], env=cli_env(), capture_output=True, text=True,
                           timeout=timeout)
@@ -155,15 +172,10 @@ def test_sigterm_to_the_first_of_two_processes_ends_both(tiny_config, tmp_path):
     """``kill`` of the command's process (the first of two) ends the run with its one line and status, the second
     process with it, and leaves a checkpoint to resume from."""
     out = tmp_path / "run"
-    proc = subprocess.Popen([PYTHON, "-m", "opformer", "train", str(tiny_config), "--epochs", "500", "--no-progress",
-                             "--devices", "2", "--accelerator", "cpu", "--out", str(out)], env=cli_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = _long_two_process_run(tiny_config, out)
     children = []
     try:
-        deadline = time.time() + 240
-        while time.time() < deadline and not (out / "checkpoints" / "last.ckpt").exists():
-            assert proc.poll() is None, proc.communicate()[1][-3000:]
-            time.sleep(0.5)
+        _wait_for_checkpoint(proc, out, poll=0.5)
         time.sleep(2.0)
         children = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout.split()
         proc.send_signal(signal.SIGTERM)
@@ -256,10 +268,8 @@ def test_ctrl_c_while_the_second_process_starts_ends_the_run_in_one_line(tiny_co
     by itself ("opformer: interrupted"), and Lightning then killed the first with SIGKILL before it said anything
     or cleaned up its start.  Now the first alone stops, says so once, and ends the second."""
     out = tmp_path / "run"
-    proc = subprocess.Popen([PYTHON, "-m", "opformer", "train", str(tiny_config), "--epochs", "500", "--no-progress",
-                             "--devices", "2", "--accelerator", "cpu", "--out", str(out)], env=cli_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = _long_two_process_run(tiny_config, out, start_new_session=True,
+                                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     children = []
     try:
         deadline = time.time() + 240
@@ -329,10 +339,7 @@ def test_two_processes_with_dropout_resume_exactly(tiny_config, tmp_path):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
-        deadline = time.time() + 240
-        while time.time() < deadline and not (out / "checkpoints" / "last.ckpt").exists():
-            assert proc.poll() is None, proc.communicate()[1][-3000:]
-            time.sleep(0.05)
+        _wait_for_checkpoint(proc, out)
         os.killpg(proc.pid, signal.SIGINT)
         _, stderr = proc.communicate(timeout=120)
     finally:
@@ -356,15 +363,10 @@ def test_a_process_killed_mid_run_leaves_one_line_from_the_other(tiny_config, tm
     some 150 lines prefixed [rank0]:, with torch's deprecation notices before it. Now the process left says in one
     line that the connection to the other was lost, where the last checkpoint is and how to resume."""
     out = tmp_path / "run"
-    proc = subprocess.Popen([PYTHON, "-m", "opformer", "train", str(tiny_config), "--epochs", "500", "--no-progress",
-                             "--devices", "2", "--accelerator", "cpu", "--out", str(out)], env=cli_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = _long_two_process_run(tiny_config, out, start_new_session=True)
     children = []
     try:
-        deadline = time.time() + 240
-        while time.time() < deadline and not (out / "checkpoints" / "last.ckpt").exists():
-            assert proc.poll() is None, proc.communicate()[1][-3000:]
-            time.sleep(0.05)
+        _wait_for_checkpoint(proc, out)
         children = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout.split()
         assert len(children) == 1
         os.kill(proc.pid if killed == "first" else int(children[0]), signal.SIGKILL)
